@@ -1,0 +1,1 @@
+"""What a job does: web_search, fetch_page, and the reducer that turns HTML into readable text."""

@@ -1,0 +1,78 @@
+"""Fixtures: a real Redis (test database, keys namespaced by a per-test token), real local servers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis as syncredis
+import redis.asyncio as aioredis
+
+from tests.support.redis_server import test_redis_url
+from worker.config import Settings
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url, embedded = test_redis_url()
+    try:
+        yield url
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+@pytest.fixture
+def token() -> str:
+    """Every key a test creates carries this token, so cleanup removes only the test's own keys."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def own_keys(redis_url: str, token: str) -> Iterator[None]:
+    """Deletes, after the test, every key that carries the test's token and nothing else."""
+    yield
+    client = syncredis.Redis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(match=f"*{token}*", count=1000):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def settings(redis_url: str, token: str, own_keys: None) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        queue_name=f"research-test:{token}:queue",
+        worker_id=f"w-{token}",
+        max_jobs=8,
+    )
+
+
+@pytest.fixture
+async def redis(redis_url: str, own_keys: None) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def report(token: str) -> str:
+    return f"r-{token}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--chaos-short",
+        action="store_true",
+        help="run the chaos suite in its short form (as CI does)",
+    )
+
+
+@pytest.fixture
+def chaos_short(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--chaos-short"))

@@ -1,0 +1,89 @@
+"""Start and stop real worker processes for tests that need them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis as syncredis
+
+from worker import keys
+from worker.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "REDIS_URL": settings.redis_url or "",
+        "RESEARCH_QUEUE": settings.queue_name,
+        "RESEARCH_MAX_JOBS": str(settings.max_jobs),
+        "RESEARCH_FETCH_BUDGET": str(settings.fetch_budget),
+        "RESEARCH_SEARCH_BUDGET": str(settings.search_budget),
+        "RESEARCH_LOG_LEVEL": "INFO",
+    }
+    env.update(extra)
+    return env
+
+
+def start_worker(
+    settings: Settings,
+    name: str,
+    *,
+    module: str = "tests.support.worker_process",
+    env: Mapping[str, str] = {},
+) -> subprocess.Popen[bytes]:
+    full_env = settings_env(settings, RESEARCH_WORKER_ID=f"{settings.worker_id}-{name}", **env)
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        env=full_env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_healthy(settings: Settings, count: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``count`` replicas have written their health keys."""
+    client = syncredis.Redis.from_url(settings.redis_url or "")
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if len(list(client.scan_iter(match=keys.health_pattern(settings.queue_name)))) >= count:
+                return
+            time.sleep(0.05)
+    finally:
+        client.close()
+    raise TimeoutError(f"{count} workers did not report healthy within {timeout_s} s")
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> str:
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        _, err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+    return err.decode(errors="replace")
+
+
+@contextmanager
+def worker_processes(
+    settings: Settings, count: int, **kwargs: object
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs = [start_worker(settings, f"p{i}", **kwargs) for i in range(count)]  # type: ignore[arg-type]
+    try:
+        wait_healthy(settings, count)
+        yield procs
+    finally:
+        for proc in procs:
+            stop(proc)

@@ -1,0 +1,37 @@
+"""Run ResearchWorker in the test's event loop, and stop it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+from worker.config import Settings
+from worker.envelope import ToolJob
+from worker.runtime import ResearchWorker
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    settings: Settings, tools: Sequence[ToolJob] | None = None, **kwargs: object
+) -> AsyncIterator[ResearchWorker]:
+    worker = ResearchWorker(settings, tools, handle_signals=False, **kwargs)  # type: ignore[arg-type]
+    task = asyncio.create_task(worker.async_run())
+    try:
+        for _ in range(500):
+            if worker.runtime is not None:
+                break
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        yield worker
+    finally:
+        # Let jobs in flight finish (as a SIGTERM with a grace period would), then stop the loop.
+        pending = [t for t in worker.tasks.values() if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=30)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker.close()

@@ -1,0 +1,137 @@
+"""The ``research-worker`` command line (see CONTRACT.md for each command and its exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from redis.exceptions import RedisError
+
+from worker import logs
+from worker.budget import Budgets
+from worker.config import ConfigError, Settings, redact_url
+from worker.embedded import EmbeddedRedis, redis_answers
+from worker.envelope import parse_report_id
+from worker.errors import MissingReportId
+from worker.logs import fields
+from worker.redis_conn import connect
+from worker.tools import tool_definitions
+
+log = logging.getLogger("research.cli")
+
+EXIT_OK = 0
+EXIT_NOT_OK = 1
+EXIT_USAGE = 2
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+    sys.stdout.flush()
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.runtime import ResearchWorker
+
+    embedded: EmbeddedRedis | None = None
+    if settings.redis_url is None and not redis_answers():
+        embedded = EmbeddedRedis()
+        embedded.start()
+        settings = dataclasses.replace(settings, redis_url=embedded.url)
+        log.info(
+            "no REDIS_URL set and nothing answers on localhost:6379: started an embedded Redis",
+            extra=fields(redis_url=embedded.url),
+        )
+    try:
+        log.info("connecting to redis", extra=fields(redis_url=redact_url(settings.redis_target.url)))
+        ResearchWorker(settings, burst=args.burst).run()
+    finally:
+        if embedded is not None:
+            embedded.stop()
+            log.info("stopped the embedded Redis")
+    return EXIT_OK
+
+
+def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
+    print_json(tool_definitions(settings))
+    return EXIT_OK
+
+
+def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        report_id = parse_report_id(args.report_id)
+    except MissingReportId as exc:
+        print_json({"error": {"kind": exc.kind, "message": exc.message}})
+        return EXIT_USAGE
+    return asyncio.run(_budget(settings, report_id))
+
+
+async def _budget(settings: Settings, report_id: str) -> int:
+    redis = await connect(settings)
+    try:
+        usage, ttl = await Budgets(redis, settings).usage(report_id)
+        print_json(
+            {
+                "report_id": report_id,
+                **{
+                    tool.value: {"used": u.used, "limit": u.limit, "remaining": u.remaining}
+                    for tool, u in usage.items()
+                },
+                "window_s": settings.budget_window_s,
+                "expires_in_s": ttl if ttl >= 0 else None,
+            }
+        )
+    finally:
+        await redis.aclose()
+    return EXIT_OK
+
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="research-worker",
+        description="Safe, bounded web access for a research agent (arq worker and tools).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a worker")
+    run.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    run.set_defaults(handler=cmd_run)
+
+    budget = sub.add_parser("budget", help="print a report's budget counters as JSON")
+    budget.add_argument("report_id", metavar="ID")
+    budget.set_defaults(handler=cmd_budget)
+
+    tools = sub.add_parser("tools", help="print the tool definitions for the orchestrator's model")
+    tools.set_defaults(handler=cmd_tools)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        sys.stderr.write(f"research-worker: configuration error: {exc}\n")
+        return EXIT_USAGE
+    logs.configure(settings.log_level)
+    handler: Command = args.handler
+    try:
+        return handler(args, settings)
+    except (RedisError, OSError) as exc:
+        where = redact_url(settings.redis_target.url)
+        sys.stderr.write(f"research-worker: cannot reach Redis at {where}: {type(exc).__name__}: {exc}\n")
+        return EXIT_NOT_OK
+    except KeyboardInterrupt:
+        return EXIT_NOT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

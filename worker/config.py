@@ -1,0 +1,358 @@
+"""Settings: one frozen object built once from the environment at start-up and passed down.
+
+No other module reads ``os.environ``. A bad value raises ``ConfigError`` with one line that names
+the variable, so a misconfigured replica stops at start-up instead of failing jobs later.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_SEARCH_MODEL = "openai/gpt-4.1-nano"
+DEFAULT_USER_AGENT = (
+    "research-worker/0.1 (+https://github.com/research-worker/research-worker#for-site-owners)"
+)
+
+# Search runs on cheap models only: a search is a citation lookup, and the model's prose is thrown
+# away, so a frontier model would only add cost. Widening this list is a code change, on purpose.
+SEARCH_MODEL_ALLOW_LIST = frozenset(
+    {
+        "openai/gpt-4.1-nano",
+        "openai/gpt-4.1-mini",
+        "openai/gpt-4o-mini",
+        "openai/gpt-5-nano",
+        "google/gemini-2.5-flash-lite",
+        "google/gemini-2.0-flash-001",
+        "google/gemini-2.0-flash-lite-001",
+        "mistralai/mistral-small-3.2-24b-instruct",
+        "meta-llama/llama-3.3-70b-instruct",
+        "qwen/qwen3-30b-a3b-instruct-2507",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """A configuration value is unusable; the message names the variable."""
+
+
+class Secret:
+    """A string that never shows itself in a repr, a log line or an exception message."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """Where Redis is: a plain URL, or Sentinel hosts and a master name for failover."""
+
+    url: str
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str = ""
+    database: int = 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = None
+    queue_name: str = "research:queue"
+    max_jobs: int = 16
+    search_budget: int = 15
+    fetch_budget: int = 25
+    budget_window_s: int = 86_400
+    fetch_max_bytes: int = 2_097_152
+    fetch_max_chars: int = 40_000
+    fetch_max_redirects: int = 5
+    fetch_timeout_s: float = 20.0
+    search_timeout_s: float = 60.0
+    reduce_cpu_budget_s: float = 3.0
+    result_ttl_s: int = 86_400
+    guardian_allow_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    ca_bundle: str | None = None
+    url_menu: bool = True
+    metrics_port: int | None = None
+    dashboard_auth: tuple[str, Secret] | None = None
+    openrouter_api_key: Secret = field(default_factory=lambda: Secret(""))
+    openrouter_base_url: str = DEFAULT_BASE_URL
+    search_model: str = DEFAULT_SEARCH_MODEL
+    usage_source: str = "mcp-research"
+    org_keys_file: str | None = None
+    http_referer: str = "https://github.com/research-worker/research-worker"
+    app_title: str = "research-worker"
+    user_agent: str = DEFAULT_USER_AGENT
+    shutdown_grace_s: float | None = None
+    worker_id: str = ""
+    log_level: str = "INFO"
+
+    @property
+    def job_timeout_s(self) -> float:
+        """arq's hard limit: the slower tool's own time budget plus room to write the result."""
+        return max(self.fetch_deadline_s, self.search_deadline_s) + 10.0
+
+    @property
+    def fetch_deadline_s(self) -> float:
+        return self.fetch_timeout_s + self.reduce_cpu_budget_s + 2.0
+
+    @property
+    def search_deadline_s(self) -> float:
+        return self.search_timeout_s + 2.0
+
+    @property
+    def grace_s(self) -> float:
+        """How long SIGTERM waits for running jobs: by default, long enough for the slowest job."""
+        return self.shutdown_grace_s if self.shutdown_grace_s is not None else self.job_timeout_s
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        return parse_redis_url(self.redis_url or "redis://127.0.0.1:6379/0", "REDIS_URL")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = Env(os.environ if env is None else env)
+        redis_url = e.text("REDIS_URL")
+        if redis_url is not None:
+            parse_redis_url(redis_url, "REDIS_URL")
+        settings = cls(
+            redis_url=redis_url,
+            queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
+            max_jobs=e.integer("RESEARCH_MAX_JOBS", cls.max_jobs, minimum=1),
+            search_budget=e.integer("RESEARCH_SEARCH_BUDGET", cls.search_budget, minimum=1),
+            fetch_budget=e.integer("RESEARCH_FETCH_BUDGET", cls.fetch_budget, minimum=1),
+            budget_window_s=e.integer("RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1),
+            fetch_max_bytes=e.integer("RESEARCH_FETCH_MAX_BYTES", cls.fetch_max_bytes, minimum=1),
+            fetch_max_chars=e.integer("RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1),
+            fetch_max_redirects=e.integer("RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0),
+            fetch_timeout_s=e.seconds("RESEARCH_FETCH_TIMEOUT_S", cls.fetch_timeout_s),
+            search_timeout_s=e.seconds("RESEARCH_SEARCH_TIMEOUT_S", cls.search_timeout_s),
+            reduce_cpu_budget_s=e.seconds("RESEARCH_REDUCE_CPU_BUDGET_S", cls.reduce_cpu_budget_s),
+            result_ttl_s=e.integer("RESEARCH_RESULT_TTL_S", cls.result_ttl_s, minimum=1),
+            guardian_allow_cidrs=e.parse("RESEARCH_GUARDIAN_ALLOW_CIDRS", (), _parse_cidrs),
+            ca_bundle=e.parse("RESEARCH_CA_BUNDLE", None, _readable_file),
+            url_menu=e.switch("RESEARCH_URL_MENU", True),
+            metrics_port=e.parse("RESEARCH_METRICS_PORT", None, _port),
+            dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, _user_password),
+            openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
+            openrouter_base_url=e.parse("OPENROUTER_BASE_URL", DEFAULT_BASE_URL, _http_url),
+            search_model=e.parse("RESEARCH_SEARCH_MODEL", DEFAULT_SEARCH_MODEL, _allowed_model),
+            usage_source=e.name("RESEARCH_USAGE_SOURCE", cls.usage_source),
+            org_keys_file=e.parse("RESEARCH_ORG_KEYS_FILE", None, _readable_file),
+            http_referer=e.parse("RESEARCH_HTTP_REFERER", cls.http_referer, _http_url),
+            app_title=e.text("RESEARCH_APP_TITLE") or cls.app_title,
+            user_agent=e.parse("RESEARCH_USER_AGENT", cls.user_agent, _header_value),
+            shutdown_grace_s=e.parse("RESEARCH_SHUTDOWN_GRACE_S", None, _non_negative_seconds),
+            worker_id=e.name("RESEARCH_WORKER_ID", f"{socket.gethostname()}-{os.getpid()}"),
+            log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
+        )
+        return settings
+
+
+T = TypeVar("T")
+
+
+class Env:
+    """Reads one variable at a time and turns a bad value into a ConfigError naming it."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def text(self, name: str) -> str | None:
+        value = self._env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def parse(self, name: str, default: T, parser: Callable[[str], T]) -> T:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        try:
+            return parser(raw)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+
+    def integer(self, name: str, default: int, *, minimum: int) -> int:
+        def parse_int(raw: str) -> int:
+            try:
+                value = int(raw.replace("_", ""))
+            except ValueError:
+                raise ValueError(f"{raw!r} is not an integer") from None
+            if value < minimum:
+                kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+                raise ValueError(f"{raw!r} must be {kind}")
+            return value
+
+        return self.parse(name, default, parse_int)
+
+    def seconds(self, name: str, default: float) -> float:
+        return self.parse(name, default, _positive_seconds)
+
+    def switch(self, name: str, default: bool) -> bool:
+        def parse_switch(raw: str) -> bool:
+            lowered = raw.lower()
+            if lowered in {"on", "true", "1", "yes"}:
+                return True
+            if lowered in {"off", "false", "0", "no"}:
+                return False
+            raise ValueError(f"{raw!r} must be 'on' or 'off'")
+
+        return self.parse(name, default, parse_switch)
+
+    def name(self, name: str, default: str) -> str:
+        def parse_name(raw: str) -> str:
+            if len(raw) > 200 or any(ch.isspace() or not ch.isprintable() for ch in raw):
+                raise ValueError("must be at most 200 printable characters without spaces")
+            return raw
+
+        return self.parse(name, default, parse_name)
+
+
+def _positive_seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{raw!r} must be a positive number of seconds")
+    return value
+
+
+def _non_negative_seconds(raw: str) -> float:
+    if raw.strip() in {"0", "0.0"}:
+        return 0.0
+    return _positive_seconds(raw)
+
+
+def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part, strict=True))
+        except ValueError as exc:
+            raise ValueError(f"{part!r} is not a CIDR range ({exc})") from None
+    return tuple(networks)
+
+
+def _readable_file(raw: str) -> str:
+    with open(raw, "rb"):
+        pass
+    return raw
+
+
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise ValueError(f"{raw!r} is not a port in 1..65535")
+    return value
+
+
+def _user_password(raw: str) -> tuple[str, Secret]:
+    user, sep, password = raw.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("must be 'user:password' with both parts non-empty")
+    return user, Secret(password)
+
+
+def _http_url(raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(f"{raw!r} is not an http(s) URL")
+    return raw.rstrip("/")
+
+
+def _allowed_model(raw: str) -> str:
+    if raw not in SEARCH_MODEL_ALLOW_LIST:
+        allowed = ", ".join(sorted(SEARCH_MODEL_ALLOW_LIST))
+        raise ValueError(f"{raw!r} is not on the allow-list of cheap search models ({allowed})")
+    return raw
+
+
+def _header_value(raw: str) -> str:
+    if any(not ch.isprintable() for ch in raw):
+        raise ValueError("must be printable text")
+    return raw
+
+
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError(f"{raw!r} is not one of DEBUG, INFO, WARNING, ERROR")
+    return level
+
+
+def redact_url(raw: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(raw)
+    if parts.password is None:
+        return raw
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
+
+
+def parse_redis_url(raw: str, variable: str) -> RedisTarget:
+    """Accept redis://, rediss://, unix:// and redis+sentinel://host:port,host:port/master[/db]."""
+    parts = urlsplit(raw)
+    shown = redact_url(raw)
+    if parts.scheme == "redis+sentinel":
+        hosts = []
+        for item in parts.netloc.rpartition("@")[2].split(","):
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"{variable}: sentinel address {item!r} is not host:port")
+            hosts.append((host.strip("[]"), int(port)))
+        path = [p for p in parts.path.split("/") if p]
+        if not path:
+            raise ConfigError(f"{variable}: redis+sentinel URL needs a master name as its path")
+        database = _database(path[1] if len(path) > 1 else "0", variable)
+        return RedisTarget(url=raw, sentinels=tuple(hosts), sentinel_master=path[0], database=database)
+    if parts.scheme in {"redis", "rediss"}:
+        try:
+            _ = parts.port
+        except ValueError:
+            raise ConfigError(f"{variable}: {shown!r} has an invalid port") from None
+        if not parts.hostname:
+            raise ConfigError(f"{variable}: {shown!r} has no host")
+        return RedisTarget(url=raw, database=_database(parts.path.strip("/") or "0", variable))
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ConfigError(f"{variable}: {shown!r} has no socket path")
+        return RedisTarget(url=raw)
+    raise ConfigError(f"{variable}: {shown!r} is not a redis://, rediss://, unix:// or redis+sentinel:// URL")
+
+
+def _database(raw: str, variable: str) -> int:
+    if not raw.isdigit():
+        raise ConfigError(f"{variable}: database {raw!r} is not a number")
+    return int(raw)

@@ -1,0 +1,178 @@
+"""The job envelope: report id -> arguments -> the tool (which charges its budget) -> result key.
+
+Every job runs inside it. An expected failure is a ``ResearchError`` turned into the contract's
+result object here, in one place; the job never raises to arq for it. Only a bug reaches arq, and
+even then the envelope first writes an ``internal_error`` record, because arq keeps no usable
+exception when results are JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from arq.worker import Function, func
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from worker.context import JobContext, Runtime
+from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
+from worker.logs import fields
+from worker.results import error_result, ok_result, outcome
+
+if TYPE_CHECKING:
+    from worker.config import Settings
+
+log = logging.getLogger("research.jobs")
+
+# Letters, digits and -_.: only (ASCII), at most 200: the id becomes part of Redis keys.
+REPORT_ID = re.compile(r"[A-Za-z0-9\-_.:]{1,200}")
+MAX_TRIES = 3
+RESULT_WRITE_ATTEMPTS = 8
+
+ToolRun = Callable[[JobContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class ToolJob:
+    """A job as arq sees it: its name, its arguments after ``report_id``, its time budget, its body."""
+
+    name: str
+    params: tuple[str, ...]
+    deadline_s: Callable[[Settings], float]
+    run: ToolRun
+
+
+def parse_report_id(value: object) -> str:
+    if value is None or value == "":
+        raise MissingReportId("the job has no report id; every job must name the report it serves")
+    if not isinstance(value, str):
+        raise MissingReportId(f"the report id must be a string, not {type(value).__name__}")
+    if len(value) > 200:
+        raise MissingReportId("the report id is longer than 200 characters")
+    if not REPORT_ID.fullmatch(value):
+        raise MissingReportId("the report id may contain only letters, digits and the characters - _ . :")
+    return value
+
+
+def bind_arguments(tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    names = ("report_id", *tool.params)
+    if len(args) > len(names):
+        raise InvalidRequest(f"{tool.name} takes at most {len(names)} arguments, got {len(args)}")
+    bound = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name in bound:
+            raise InvalidRequest(f"argument {name!r} was given twice")
+        bound[name] = value
+    return bound
+
+
+def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
+    unknown = sorted(set(arguments) - set(tool.params))
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise InvalidRequest(
+            f"{tool.name} does not take {shown}; its arguments are report_id, {', '.join(tool.params)}"
+        )
+
+
+async def run_tool(
+    ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    runtime: Runtime = ctx["runtime"]
+    job_id: str = ctx["job_id"]
+    job_try: int = ctx.get("job_try", 1)
+    started = time.perf_counter()
+    queue_wait_s = max(0.0, time.time() - ctx["enqueue_time"].timestamp()) if "enqueue_time" in ctx else 0.0
+    runtime.metrics.queue_wait.labels(tool.name).observe(queue_wait_s)
+    runtime.metrics.in_progress.inc()
+    try:
+        if job_try > 1:
+            # arq runs a job again when its worker died after writing the result but before arq
+            # recorded the finish: the written result stands, and the work is not done twice.
+            previous = await runtime.results.read(job_id)
+            if previous is not None:
+                return previous
+        report_id: str | None = None
+        try:
+            arguments = bind_arguments(tool, args, kwargs)
+            report_id = parse_report_id(arguments.pop("report_id", None))
+            check_known(tool, arguments)
+            job = JobContext(runtime, job_id, job_try, report_id)
+            try:
+                async with asyncio.timeout(tool.deadline_s(runtime.settings)):
+                    payload = await tool.run(job, arguments)
+            except TimeoutError:
+                raise Timeout(f"{tool.name} ran out of time") from None
+            result = ok_result(tool.name, report_id, job_id, payload)
+        except ResearchError as exc:
+            result = error_result(tool.name, report_id, job_id, exc)
+        except Exception:
+            log.exception("job failed with an unexpected error", extra=fields(job_id=job_id, tool=tool.name))
+            bug = InternalError("the worker hit an unexpected error and did not complete this job")
+            await _finish(
+                runtime, tool, error_result(tool.name, report_id, job_id, bug), started, job_try, queue_wait_s
+            )
+            raise
+        await _finish(runtime, tool, result, started, job_try, queue_wait_s)
+        return result
+    finally:
+        runtime.metrics.in_progress.dec()
+
+
+async def _finish(
+    runtime: Runtime,
+    tool: ToolJob,
+    result: dict[str, Any],
+    started: float,
+    job_try: int,
+    queue_wait_s: float,
+) -> None:
+    duration_s = time.perf_counter() - started
+    await write_result(runtime, result, duration_s * 1000)
+    kind = outcome(result)
+    runtime.metrics.jobs.labels(tool.name, kind).inc()
+    runtime.metrics.job_duration.labels(tool.name).observe(duration_s)
+    log.info(
+        "job finished",
+        extra=fields(
+            job_id=result.get("job_id"),
+            report_id=result.get("report_id"),
+            tool=tool.name,
+            outcome=kind,
+            duration_ms=round(duration_s * 1000, 1),
+            queue_wait_ms=round(queue_wait_s * 1000, 1),
+            job_try=job_try,
+        ),
+    )
+
+
+async def write_result(runtime: Runtime, result: dict[str, Any], duration_ms: float) -> None:
+    """Write the result, riding out a short Redis outage rather than losing finished work."""
+    delay = 0.1
+    for attempt in range(RESULT_WRITE_ATTEMPTS):
+        try:
+            await runtime.results.write(result, duration_ms)
+            return
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            if attempt == RESULT_WRITE_ATTEMPTS - 1:
+                raise
+            log.warning(
+                "result write failed; retrying",
+                extra=fields(job_id=result.get("job_id"), attempt=attempt + 1),
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def arq_function(tool: ToolJob, settings: Settings) -> Function:
+    async def job(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await run_tool(ctx, tool, args, kwargs)
+
+    job.__qualname__ = job.__name__ = tool.name
+    return func(job, name=tool.name, timeout=settings.job_timeout_s, max_tries=MAX_TRIES)

@@ -1,0 +1,25 @@
+"""orjson for job payloads and results, on the pool and the worker alike; pickle never."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+def _fallback(value: object) -> object:
+    # arq serializes a failed job's exception as its result; keep its text, never its object.
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
+
+
+def loads(data: bytes) -> Any:
+    """Decode a payload; a pickle (or anything that is not JSON) raises, it is never loaded."""
+    return orjson.loads(data)
