@@ -21,7 +21,9 @@ from arq.connections import ArqRedis
 
 from worker import keys
 from worker.config import Settings
+from worker.envelope import parse_report_id
 from worker.errors import Timeout
+from worker.menu import Menu
 from worker.queue import Enqueuer
 from worker.redis_conn import connect
 from worker.results import ResultStore, error_result
@@ -138,5 +140,9 @@ class ResearchClient:
         )
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
-        """Put the briefing's URLs on the report's menu (the provenance check); returns how many were new."""
-        raise NotImplementedError("the URL menu arrives with its issue")
+        """Put the briefing's URLs on the report's menu; returns how many were new.
+
+        Only https URLs the guardian would parse enter the menu; others are skipped silently.
+        """
+        parse_report_id(report_id)
+        return await Menu(self.redis, self.settings).record(report_id, urls)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from worker.budget import Budgets, Tool
 from worker.errors import BudgetExhausted
@@ -12,8 +12,11 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from worker.config import Settings
+    from worker.menu import Menu
     from worker.metrics import Metrics
     from worker.results import ResultStore
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -25,6 +28,18 @@ class Runtime:
     budgets: Budgets
     results: ResultStore
     metrics: Metrics
+    menu: Menu
+    clients: dict[type, object] = field(default_factory=dict)
+
+    def provide(self, client: object) -> None:
+        """Register a tool's long-lived client (the guarded HTTP session, the search provider)."""
+        self.clients[type(client)] = client
+
+    def client(self, kind: type[T]) -> T:
+        found = self.clients.get(kind)
+        if not isinstance(found, kind):
+            raise RuntimeError(f"{kind.__name__} was not started by this worker")
+        return found
 
 
 @dataclass

@@ -36,16 +36,23 @@ MAX_TRIES = 3
 RESULT_WRITE_ATTEMPTS = 8
 
 ToolRun = Callable[[JobContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+Hook = Callable[[Runtime], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class ToolJob:
-    """A job as arq sees it: its name, its arguments after ``report_id``, its time budget, its body."""
+    """A job as arq sees it: its name, its arguments after ``report_id``, its time budget, its body.
+
+    ``start`` and ``stop`` run once per worker, to build and close the tool's long-lived client
+    (``runtime.provide``), which the body then finds with ``job.runtime.client(Kind)``.
+    """
 
     name: str
     params: tuple[str, ...]
     deadline_s: Callable[[Settings], float]
     run: ToolRun
+    start: Hook | None = None
+    stop: Hook | None = None
 
 
 def parse_report_id(value: object) -> str:

@@ -28,6 +28,7 @@ from worker.context import Runtime
 from worker.envelope import ToolJob, arq_function, parse_report_id, write_result
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError
 from worker.logs import fields
+from worker.menu import Menu
 from worker.metrics import Metrics
 from worker.queue import Claimer, blocking_pop
 from worker.redis_conn import connect
@@ -61,8 +62,8 @@ class ResearchWorker(Worker):
         extra_functions: Sequence[Function] = (),
     ) -> None:
         self.settings = settings
-        chosen = registered_tools() if tools is None else tuple(tools)
-        functions = [arq_function(tool, settings) for tool in chosen] + list(extra_functions)
+        self._tools = registered_tools() if tools is None else tuple(tools)
+        functions = [arq_function(tool, settings) for tool in self._tools] + list(extra_functions)
         self.runtime: Runtime | None = None
         self._slot_free = asyncio.Event()
         self._claimer: Claimer
@@ -88,8 +89,12 @@ class ResearchWorker(Worker):
         )
 
     async def _on_startup(self, ctx: dict[str, Any]) -> None:
-        self.runtime = await build_runtime(self.settings, self.pool)
-        ctx["runtime"] = self.runtime
+        runtime = await build_runtime(self.settings, self.pool)
+        for tool in self._tools:
+            if tool.start is not None:
+                await tool.start(runtime)
+        self.runtime = runtime
+        ctx["runtime"] = runtime
         log.info(
             "worker started",
             extra=fields(
@@ -103,8 +108,11 @@ class ResearchWorker(Worker):
         )
 
     async def _on_shutdown(self, ctx: dict[str, Any]) -> None:
-        if self.runtime is not None:
-            await close_runtime(self.runtime)
+        if self.runtime is None:
+            return
+        for tool in self._tools:
+            if tool.stop is not None:
+                await tool.stop(self.runtime)
 
     async def main(self) -> None:
         """arq's loop with two changes: wait on the wake list, and survive Redis going away."""
@@ -259,8 +267,5 @@ async def build_runtime(settings: Settings, redis: Any) -> Runtime:
         budgets=Budgets(redis, settings),
         results=ResultStore(redis, ttl_s=settings.result_ttl_s, queue_name=settings.queue_name),
         metrics=Metrics(),
+        menu=Menu(redis, settings),
     )
-
-
-async def close_runtime(runtime: Runtime) -> None:
-    del runtime

@@ -1,0 +1,78 @@
+"""The URL menu: a report fetches only URLs it has seen.
+
+A model that reads hostile pages can be steered to build URLs that carry data out
+(`https://attacker.example/?q=<secret>`) or to crawl. So a report may fetch only the urls of its
+search results, the https links on pages it fetched, and the URLs its orchestrator seeded from the
+briefing. Entries are canonical strings (``worker.guardian.urls``), the same form the fetch uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
+
+from worker import keys
+from worker.guardian.urls import canonical_url
+from worker.logs import fields
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from worker.config import Settings
+
+log = logging.getLogger("research.menu")
+
+MENU_CAP = 2000
+
+# KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, then canonical URLs.
+# Adds what is new while the set is under the cap; returns {added, dropped past the cap}.
+# One script, so concurrent writers can never push the set past the cap.
+ADD_SCRIPT = """
+local cap = tonumber(ARGV[1])
+local size = redis.call('SCARD', KEYS[1])
+local added, dropped = 0, 0
+for i = 3, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 0 then
+    if size < cap then
+      redis.call('SADD', KEYS[1], ARGV[i])
+      size = size + 1
+      added = added + 1
+    else
+      dropped = dropped + 1
+    end
+  end
+end
+if size > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return {added, dropped}
+"""
+
+
+class Menu:
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.enabled = settings.url_menu
+        self._redis = redis
+        self._ttl_s = settings.budget_window_s
+        self._script = redis.register_script(ADD_SCRIPT)
+
+    async def record(self, report_id: str, urls: Iterable[str]) -> int:
+        """Put https URLs on the report's menu (others never enter); returns how many were new."""
+        canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
+        if not canonical:
+            return 0
+        raw = await self._script(keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical])
+        added, dropped = cast(list[int], raw)
+        if dropped:
+            log.warning(
+                "url menu full; entries dropped",
+                extra=fields(report_id=report_id, dropped=int(dropped), cap=MENU_CAP),
+            )
+        return int(added)
+
+    async def contains(self, report_id: str, canonical: str) -> bool:
+        return bool(await self._redis.sismember(keys.menu(report_id), canonical))  # type: ignore[misc]
+
+    async def size(self, report_id: str) -> int:
+        return int(await self._redis.scard(keys.menu(report_id)))  # type: ignore[misc]
