@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 
 from worker import logs
 from worker.budget import Budgets
+from worker.client import ResearchClient
 from worker.config import ConfigError, Settings, redact_url
 from worker.embedded import EmbeddedRedis, redis_answers
 from worker.envelope import parse_report_id
@@ -91,6 +92,40 @@ async def _budget(settings: Settings, report_id: str) -> int:
     return EXIT_OK
 
 
+def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_fetch(args, settings))
+
+
+async def _fetch(args: argparse.Namespace, settings: Settings) -> int:
+    async with ResearchClient(settings=settings, wait_s=_wait_s(args, settings)) as client:
+        if args.seed:
+            await client.seed_urls(args.report, [args.url])
+        result = await client.fetch(args.report, args.url, extract=args.extract)
+    print_json(result)
+    return EXIT_OK if result.get("ok") else EXIT_NOT_OK
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_search(args, settings))
+
+
+async def _search(args: argparse.Namespace, settings: Settings) -> int:
+    async with ResearchClient(settings=settings, wait_s=_wait_s(args, settings)) as client:
+        result = await client.search(args.report, args.query, max_results=args.max_results, org_id=args.org)
+    print_json(result)
+    return EXIT_OK if result.get("ok") else EXIT_NOT_OK
+
+
+def _wait_s(args: argparse.Namespace, settings: Settings) -> float:
+    return float(args.wait) if args.wait is not None else settings.job_timeout_s + 30.0
+
+
+def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.dashboard import serve
+
+    return serve(settings, args.host, args.port)
+
+
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
@@ -109,8 +144,29 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("report_id", metavar="ID")
     budget.set_defaults(handler=cmd_budget)
 
+    fetch = sub.add_parser("fetch", help="enqueue a fetch, wait, print the result JSON")
+    fetch.add_argument("url", metavar="URL")
+    fetch.add_argument("--report", required=True, metavar="ID")
+    fetch.add_argument("--extract", choices=("main", "full"), default="main")
+    fetch.add_argument("--seed", action="store_true", help="first put the URL on the report's menu")
+    fetch.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait")
+    fetch.set_defaults(handler=cmd_fetch)
+
+    search = sub.add_parser("search", help="enqueue a search, wait, print the result JSON")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--report", required=True, metavar="ID")
+    search.add_argument("--max-results", type=int, default=5, metavar="N")
+    search.add_argument("--org", default=None, metavar="ID", help="the organization to bill")
+    search.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait")
+    search.set_defaults(handler=cmd_search)
+
     tools = sub.add_parser("tools", help="print the tool definitions for the orchestrator's model")
     tools.set_defaults(handler=cmd_tools)
+
+    dashboard = sub.add_parser("dashboard", help="serve the read-only monitoring page")
+    dashboard.add_argument("--host", default="127.0.0.1")
+    dashboard.add_argument("--port", type=int, default=8300)
+    dashboard.set_defaults(handler=cmd_dashboard)
     return parser
 
 

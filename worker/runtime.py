@@ -18,10 +18,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from aiohttp import web
 from arq.worker import Function, Worker
 from redis.exceptions import RedisError
 
-from worker import keys
+from worker import keys, metrics_server
 from worker.budget import Budgets
 from worker.config import Settings
 from worker.context import Runtime
@@ -67,6 +68,7 @@ class ResearchWorker(Worker):
         self.runtime: Runtime | None = None
         self._slot_free = asyncio.Event()
         self._claimer: Claimer
+        self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
         super().__init__(
             functions=functions,
@@ -93,6 +95,8 @@ class ResearchWorker(Worker):
         for tool in self._tools:
             if tool.start is not None:
                 await tool.start(runtime)
+        if self.settings.metrics_port is not None:
+            self._metrics_runner = await metrics_server.start(runtime.metrics, self.settings.metrics_port)
         self.runtime = runtime
         ctx["runtime"] = runtime
         log.info(
@@ -108,6 +112,8 @@ class ResearchWorker(Worker):
         )
 
     async def _on_shutdown(self, ctx: dict[str, Any]) -> None:
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         if self.runtime is None:
             return
         for tool in self._tools:
