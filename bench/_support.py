@@ -57,9 +57,9 @@ def commands_processed(url: str) -> int:
         client.close()
 
 
-def start_module(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_module(module: str, env: dict[str, str], args: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", module],
+        [sys.executable, "-m", module, *args],
         env={**os.environ, "PYTHONPATH": str(ROOT), **env},
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -87,3 +87,25 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def write_test_ca(directory: Path) -> Path:
+    """A trustme CA and a server certificate for 127.0.0.1; returns the CA bundle for the workers."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
+    return directory / "ca.pem"
+
+
+def wait_for_port(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")

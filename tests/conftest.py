@@ -9,8 +9,21 @@ import pytest
 import redis as syncredis
 import redis.asyncio as aioredis
 
+from tests.support import loopback
 from tests.support.redis_server import test_redis_url
+from tests.support.tls import TestCA, make_ca
 from worker.config import Settings
+
+loopback.install()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_loopback() -> Iterator[None]:
+    """Fails the test if anything tried to connect or resolve off loopback, even if it was caught."""
+    before = len(loopback.violations)
+    yield
+    tried = loopback.violations[before:]
+    assert not tried, f"the test tried to reach non-loopback destinations: {tried}"
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +76,12 @@ async def redis(redis_url: str, own_keys: None) -> AsyncIterator[aioredis.Redis]
 @pytest.fixture
 def report(token: str) -> str:
     return f"r-{token}"
+
+
+@pytest.fixture(scope="session")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
+    """A trustme CA for local TLS servers; workers trust it through RESEARCH_CA_BUNDLE."""
+    return make_ca(tmp_path_factory.mktemp("ca"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import ipaddress
 import logging
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,15 +15,17 @@ from typing import Any
 import orjson
 from redis.exceptions import RedisError
 
-from worker import logs
+from worker import keys, logs
 from worker.budget import Budgets
 from worker.client import ResearchClient
-from worker.config import ConfigError, Settings, redact_url
+from worker.config import ConfigError, Settings, default_worker_id, redact_url
 from worker.embedded import EmbeddedRedis, redis_answers
 from worker.envelope import parse_report_id
 from worker.errors import MissingReportId
 from worker.logs import fields
+from worker.menu import Menu
 from worker.redis_conn import connect
+from worker.spend import report_spend
 from worker.tools import tool_definitions
 
 log = logging.getLogger("research.cli")
@@ -29,6 +33,7 @@ log = logging.getLogger("research.cli")
 EXIT_OK = 0
 EXIT_NOT_OK = 1
 EXIT_USAGE = 2
+EXIT_REFUSED = 3
 
 
 def print_json(value: Any) -> None:
@@ -37,7 +42,11 @@ def print_json(value: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.openrouter import load_org_keys
     from worker.runtime import ResearchWorker
+
+    # What the tools read at start-up is checked before anything connects.
+    load_org_keys(settings.org_keys_file)
 
     embedded: EmbeddedRedis | None = None
     if settings.redis_url is None and not redis_answers():
@@ -85,6 +94,8 @@ async def _budget(settings: Settings, report_id: str) -> int:
                 },
                 "window_s": settings.budget_window_s,
                 "expires_in_s": ttl if ttl >= 0 else None,
+                "menu_size": await Menu(redis, settings).size(report_id),
+                "spend": await report_spend(redis, report_id),
             }
         )
     finally:
@@ -118,6 +129,40 @@ async def _search(args: argparse.Namespace, settings: Settings) -> int:
 
 def _wait_s(args: argparse.Namespace, settings: Settings) -> float:
     return float(args.wait) if args.wait is not None else settings.job_timeout_s + 30.0
+
+
+def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.guardian.decide import decide
+    from worker.guardian.policy import AddressPolicy
+
+    try:
+        addresses = [ipaddress.ip_address(a) for a in args.resolves_to]
+    except ValueError as exc:
+        sys.stderr.write(f"research-worker: --resolves-to: {exc}\n")
+        return EXIT_USAGE
+    verdict = asyncio.run(decide(args.url, AddressPolicy(settings.guardian_allow_cidrs), addresses))
+    print_json(verdict)
+    return EXIT_OK if verdict["verdict"] == "allow" else EXIT_REFUSED
+
+
+def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_health(settings))
+
+
+async def _health(settings: Settings) -> int:
+    """Exit 0 when this replica's health key is fresh (Docker HEALTHCHECK, k8s liveness)."""
+    redis = await connect(settings)
+    try:
+        if settings.worker_id != default_worker_id():
+            alive = bool(await redis.exists(keys.health(settings.queue_name, settings.worker_id)))
+        else:
+            # The probe runs in its own process, so it cannot know the worker's pid: any replica
+            # of this host (a container's hostname is its own) counts.
+            pattern = keys.health(settings.queue_name, f"{socket.gethostname()}-*")
+            alive = any([k async for k in redis.scan_iter(match=pattern, count=100)])
+    finally:
+        await redis.aclose()
+    return EXIT_OK if alive else EXIT_NOT_OK
 
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
@@ -160,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait")
     search.set_defaults(handler=cmd_search)
 
+    check = sub.add_parser("check-url", help="print the guardian's verdict on a URL; never connects")
+    check.add_argument("url", metavar="URL")
+    check.add_argument(
+        "--resolves-to",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="judge these addresses instead of asking DNS (repeatable)",
+    )
+    check.set_defaults(handler=cmd_check_url)
+
+    health = sub.add_parser("health", help="exit 0 when this replica's health key is fresh")
+    health.set_defaults(handler=cmd_health)
+
     tools = sub.add_parser("tools", help="print the tool definitions for the orchestrator's model")
     tools.set_defaults(handler=cmd_tools)
 
@@ -181,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Command = args.handler
     try:
         return handler(args, settings)
+    except ConfigError as exc:
+        sys.stderr.write(f"research-worker: configuration error: {exc}\n")
+        return EXIT_USAGE
     except (RedisError, OSError) as exc:
         where = redact_url(settings.redis_target.url)
         sys.stderr.write(f"research-worker: cannot reach Redis at {where}: {type(exc).__name__}: {exc}\n")

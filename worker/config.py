@@ -166,13 +166,17 @@ class Settings:
             app_title=e.text("RESEARCH_APP_TITLE") or cls.app_title,
             user_agent=e.parse("RESEARCH_USER_AGENT", cls.user_agent, _header_value),
             shutdown_grace_s=e.parse("RESEARCH_SHUTDOWN_GRACE_S", None, _non_negative_seconds),
-            worker_id=e.name("RESEARCH_WORKER_ID", f"{socket.gethostname()}-{os.getpid()}"),
+            worker_id=e.name("RESEARCH_WORKER_ID", default_worker_id()),
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
         )
         return settings
 
 
 T = TypeVar("T")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 class Env:
@@ -249,6 +253,8 @@ def _non_negative_seconds(raw: str) -> float:
 
 
 def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    from worker.guardian.policy import AddressPolicy
+
     networks = []
     for part in raw.split(","):
         part = part.strip()
@@ -258,6 +264,7 @@ def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
             networks.append(ipaddress.ip_network(part, strict=True))
         except ValueError as exc:
             raise ValueError(f"{part!r} is not a CIDR range ({exc})") from None
+    AddressPolicy(networks)  # refuses a range inside a translation prefix, saying why
     return tuple(networks)
 
 

@@ -13,8 +13,13 @@ from worker.metrics import Metrics
 log = logging.getLogger("research.metrics")
 
 
-async def start(metrics: Metrics, port: int, host: str = "0.0.0.0") -> web.AppRunner:  # noqa: S104
-    """Serve /metrics; bound to every interface by default so Prometheus can scrape a pod."""
+async def start(metrics: Metrics, port: int, host: str | None = None) -> web.AppRunner:
+    """Serve /metrics on every interface (IPv4 and IPv6) unless ``host`` narrows it.
+
+    Every interface by default, because Prometheus scrapes a pod or container from outside it. The
+    endpoint carries counts and timings only, labelled by bounded sets (never a URL, a report id or
+    a key), so it has no authentication; keep the port off the public internet.
+    """
 
     async def handle(request: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
@@ -24,6 +29,10 @@ async def start(metrics: Metrics, port: int, host: str = "0.0.0.0") -> web.AppRu
     app.router.add_get("/metrics", handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    log.info("serving metrics", extra=fields(port=port))
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    log.info("serving metrics", extra=fields(host=host or "*", port=port))
     return runner

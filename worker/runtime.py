@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from worker import keys, metrics_server
 from worker.budget import Budgets
-from worker.config import Settings
+from worker.config import ConfigError, Settings
 from worker.context import Runtime
 from worker.envelope import ToolJob, arq_function, parse_report_id, write_result
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError
@@ -47,8 +47,11 @@ MAX_REDIS_BACKOFF_S = 5.0
 
 
 def registered_tools() -> tuple[ToolJob, ...]:
-    """The tools this worker runs; a tool is registered only once it really works."""
-    return ()
+    """The tools this worker runs."""
+    from jobs.fetch import FETCH_PAGE
+    from jobs.search import WEB_SEARCH
+
+    return (WEB_SEARCH, FETCH_PAGE)
 
 
 class ResearchWorker(Worker):
@@ -96,7 +99,13 @@ class ResearchWorker(Worker):
             if tool.start is not None:
                 await tool.start(runtime)
         if self.settings.metrics_port is not None:
-            self._metrics_runner = await metrics_server.start(runtime.metrics, self.settings.metrics_port)
+            try:
+                self._metrics_runner = await metrics_server.start(runtime.metrics, self.settings.metrics_port)
+            except OSError as exc:
+                port = self.settings.metrics_port
+                raise ConfigError(
+                    f"RESEARCH_METRICS_PORT: cannot listen on port {port}: {exc.strerror}"
+                ) from None
         self.runtime = runtime
         ctx["runtime"] = runtime
         log.info(

@@ -6,10 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import redis as syncredis
 
@@ -42,13 +44,28 @@ def start_worker(
     env: Mapping[str, str] = {},
 ) -> subprocess.Popen[bytes]:
     full_env = settings_env(settings, RESEARCH_WORKER_ID=f"{settings.worker_id}-{name}", **env)
-    return subprocess.Popen(
+    # The log goes to a file, not a pipe: a pipe nobody drains fills up and blocks the worker.
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop(), after the process ends
+    process = subprocess.Popen(
         [sys.executable, "-m", module],
         env=full_env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
+    LOGS[process.pid] = log
+    return process
+
+
+LOGS: dict[int, IO[bytes]] = {}
+
+
+def read_log(process: subprocess.Popen[bytes]) -> str:
+    log = LOGS.get(process.pid)
+    if log is None:
+        return ""
+    log.seek(0)
+    return log.read().decode(errors="replace")
 
 
 def wait_healthy(settings: Settings, count: int, timeout_s: float = 30.0) -> None:
@@ -66,14 +83,19 @@ def wait_healthy(settings: Settings, count: int, timeout_s: float = 30.0) -> Non
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> str:
+    """Signal the process, wait for it, and return what it logged."""
     if process.poll() is None:
         process.send_signal(sig)
     try:
-        _, err = process.communicate(timeout=timeout_s)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
-        _, err = process.communicate()
-    return err.decode(errors="replace")
+        process.wait()
+    text = read_log(process)
+    log = LOGS.pop(process.pid, None)
+    if log is not None:
+        log.close()
+    return text
 
 
 @contextmanager

@@ -6,6 +6,7 @@ real separate processes (atomic budgets across workers, SIGKILL, SIGTERM).
 
 from __future__ import annotations
 
+from tests.support import loopback
 from tests.support.tools import TEST_TOOLS
 from worker import logs
 from worker.config import Settings
@@ -13,6 +14,7 @@ from worker.runtime import ResearchWorker, registered_tools
 
 
 def main() -> None:
+    loopback.install()
     settings = Settings.from_env()
     logs.configure(settings.log_level)
     ResearchWorker(settings, (*registered_tools(), *TEST_TOOLS)).run()

@@ -67,7 +67,7 @@ def parse_https_url(raw: str) -> Target:
         raise _blocked("malformed_url", "the URL is empty")
     if len(raw) > MAX_URL_LENGTH:
         raise _blocked("malformed_url", f"the URL is longer than {MAX_URL_LENGTH} characters")
-    _refuse_hidden_characters(raw)
+    refuse_hidden_characters(raw)
     scheme = SCHEME.match(raw)
     if scheme is None:
         raise _blocked("malformed_url", "the URL is not absolute (it has no scheme)")
@@ -119,7 +119,7 @@ def canonical_url(raw: str) -> str | None:
         return None
 
 
-def _refuse_hidden_characters(raw: str) -> None:
+def refuse_hidden_characters(raw: str) -> None:
     for ch in raw:
         code = ord(ch)
         if code <= 0x20 or code == 0x7F or 0x80 <= code <= 0x9F or ch.isspace():
@@ -147,6 +147,9 @@ def _split_port(authority: str) -> tuple[str, int]:
         return host, 443
     if not port_text.isascii() or not port_text.isdigit():
         raise _blocked("bad_port", f"the port {port_text[:20]!r} is not a number")
+    # A port has at most five digits; a run of thousands would make int() itself raise.
+    if len(port_text) > 5:
+        raise _blocked("bad_port", f"the port {port_text[:20]!r} is outside 1..65535")
     port = int(port_text)
     if not 1 <= port <= 65535:
         raise _blocked("bad_port", f"the port {port} is outside 1..65535")
@@ -177,11 +180,25 @@ def _normalize_host(host: str) -> tuple[str, IPAddress | None]:
         or "" in ascii_host.split(".")
     ):
         raise _blocked("malformed_url", "the host is not a valid domain name")
+    if not _a_labels_round_trip(ascii_host):
+        raise _blocked("malformed_url", "the host has a punycode (xn--) label that does not decode")
     # Again after IDNA: full-width digits and ideographic dots normalize into an IPv4 literal.
     _refuse_ambiguous_number(ascii_host)
     if DOTTED_QUAD.fullmatch(ascii_host):
         return ascii_host, ipaddress.IPv4Address(ascii_host)
     return ascii_host, None
+
+
+def _a_labels_round_trip(ascii_host: str) -> bool:
+    # A broken A-label (xn--, xn--b) makes yarl's URL.host raise; one that decodes to a name which
+    # encodes differently (xn--00a -> xn--x1a) is a different host to whoever decodes it first.
+    if not any(label.startswith("xn--") for label in ascii_host.split(".")):
+        return True
+    try:
+        shown = yarl.URL.build(scheme="https", host=ascii_host).host or ""
+        return yarl.URL.build(scheme="https", host=shown).raw_host == ascii_host
+    except (ValueError, UnicodeError):
+        return False
 
 
 def _refuse_ambiguous_number(host: str) -> None:

@@ -1,0 +1,158 @@
+"""Horizontal scale: the same fetch workload on 1, 2 and 4 worker processes.
+
+A private redis-server and a TLS page server (synthetic 20-500 KB article pages) on loopback; the
+workers are real `research-worker run` processes trusting only 127.0.0.1 and the bench's CA. Jobs
+are spread over many reports, a few of which run past their 25-fetch budget on purpose.
+
+    python bench/scale.py [--jobs 3000] [--reports 110] [--workers 1,2,4]
+
+Prints throughput, the ratio to one worker, Redis commands per job, peak worker memory, and checks
+that every job has exactly one result and that no report exceeded its budget.
+Target (issue 8): 2 processes at least 1.8x one process on this 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._support import (
+    commands_processed,
+    free_port,
+    private_redis,
+    start_module,
+    stop,
+    wait_for_health,
+    wait_for_port,
+    write_test_ca,
+)
+from worker import keys
+from worker.client import ResearchClient
+from worker.config import Settings
+
+
+def peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def run_workload(
+    url: str, queue: str, port: int, jobs: int, reports: int
+) -> tuple[float, dict[str, int]]:
+    settings = Settings(redis_url=url, queue_name=queue)
+    async with ResearchClient(settings=settings, wait_s=600) as client:
+        started = time.perf_counter()
+        ids = []
+        for i in range(jobs):
+            kwargs = {
+                "report_id": f"scale-{i % reports}",
+                "url": f"https://127.0.0.1:{port}/page/{i}",
+                "extract": "main",
+            }
+            ids.append((await client.enqueue("fetch_page", kwargs), kwargs["report_id"]))
+        outcomes: collections.Counter[str] = collections.Counter()
+        ok_per_report: collections.Counter[str] = collections.Counter()
+        for job_id, report in ids:
+            result = await client.wait(job_id)
+            kind = "ok" if result.get("ok") else result["error"]["kind"]
+            outcomes[kind] += 1
+            if kind == "ok":
+                ok_per_report[report] += 1
+        elapsed = time.perf_counter() - started
+        # Checks: one result key per job, and no report charged or served past its budget.
+        missing = 0
+        for job_id, _ in ids:
+            if not await client.redis.exists(keys.result(job_id)):
+                missing += 1
+        over = 0
+        for report in {r for _, r in ids}:
+            charged = int(await client.redis.hget(keys.budget(report), "fetch") or 0)
+            if charged > settings.fetch_budget or ok_per_report[report] > settings.fetch_budget:
+                over += 1
+        outcomes["_missing_results"] = missing
+        outcomes["_reports_over_budget"] = over
+    return elapsed, dict(outcomes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--reports", type=int, default=110)
+    parser.add_argument("--workers", default="1,2,4")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = write_test_ca(Path(tmp))
+        port = free_port()
+        server = start_module("bench._tls_server", {}, args=[tmp, str(port)])
+        wait_for_port(port)
+        rows = []
+        try:
+            for count in [int(n) for n in args.workers.split(",")]:
+                redis = private_redis()
+                queue = f"scale:{count}"
+                env = {
+                    "REDIS_URL": redis.url,
+                    "RESEARCH_QUEUE": queue,
+                    "RESEARCH_GUARDIAN_ALLOW_CIDRS": "127.0.0.1/32",
+                    "RESEARCH_CA_BUNDLE": str(bundle),
+                    "RESEARCH_URL_MENU": "off",
+                    "RESEARCH_LOG_LEVEL": "WARNING",
+                }
+                workers = [
+                    start_module(
+                        "worker.cli", {**env, "RESEARCH_WORKER_ID": f"scale-{count}-{i}"}, args=["run"]
+                    )
+                    for i in range(count)
+                ]
+                try:
+                    wait_for_health(redis.url, queue, count)
+                    before = commands_processed(redis.url)
+                    elapsed, outcomes = asyncio.run(
+                        run_workload(redis.url, queue, port, args.jobs, args.reports)
+                    )
+                    after = commands_processed(redis.url)
+                    rss = [peak_rss_mb(w.pid) for w in workers]
+                finally:
+                    for w in workers:
+                        stop(w)
+                    redis.stop()
+                rows.append((count, elapsed, outcomes, (after - before) / args.jobs, max(rss)))
+        finally:
+            stop(server)
+
+    base = args.jobs / rows[0][1]
+    print(
+        f"fetch_page scale-out: {args.jobs} jobs over {args.reports} reports, pages 20-500 KB over TLS, "
+        f"extract=main, {os.cpu_count()} cores"
+    )
+    for count, elapsed, outcomes, per_job, rss in rows:
+        rate = args.jobs / elapsed
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()) if not k.startswith("_"))
+        print(
+            f"  {count} worker(s): {rate:7.1f} jobs/s  x{rate / base:4.2f} of one  "
+            f"{per_job:5.1f} Redis cmds/job  peak RSS/worker {rss:6.1f} MB  outcomes {{{kinds}}}  "
+            f"missing results {outcomes['_missing_results']}  "
+            f"reports over budget {outcomes['_reports_over_budget']}"
+        )
+    two = [r for r in rows if r[0] == 2]
+    if two:
+        ratio = (args.jobs / two[0][1]) / base
+        print(f"  target: 2 processes >= 1.8x one ({'met' if ratio >= 1.8 else 'MISSED'}: x{ratio:.2f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Bytes and a Content-Type header to the readable text fetch_page returns.
+
+The fetch hands over the body it read (already bounded) and the header; this module decides what
+the body is (declared, or sniffed when undeclared), decodes it, reduces HTML to readable text
+(all of it, or its main content) and returns everything the result needs. HTML reduction runs in
+slices of a few milliseconds with an ``await`` between them, so a hostile page cannot stall the
+worker's event loop, and stops at a CPU budget with what it has, marked truncated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import unicodedata
+from dataclasses import dataclass
+
+from jobs.charset import Flavor, decode
+from jobs.content_types import (
+    HTML_TYPES,
+    apache_bug_binary,
+    declared_kind,
+    is_text_essence,
+    parse_content_type,
+    sniff,
+)
+from jobs.hidden import strip_invisible
+from jobs.links import LinkResolver, urls_in_text
+from jobs.main_content import join_blocks, select_full, select_main
+from jobs.reduce import Reducer, Reduction
+from worker.errors import UnsupportedContentType
+
+# Work done between two awaits: well under the 20 ms stall the worker tolerates, and long enough
+# that the cost of yielding stays small next to the reduction itself.
+SLICE_S = 0.004
+LINK_BATCH = 100
+
+
+@dataclass(frozen=True)
+class Document:
+    content_type: str
+    title: str
+    text: str
+    truncated: bool
+    links: list[str]
+    hidden_removed: int
+    extraction: str
+
+
+async def build_document(
+    body: bytes,
+    content_type: str | None,
+    url: str,
+    *,
+    extract: str,
+    max_chars: int,
+    cpu_budget_s: float,
+    body_truncated: bool,
+) -> Document:
+    essence, charset = _text_type(body, content_type)
+    flavor = _flavor(essence)
+    decoded = decode(body, charset, flavor)
+    if flavor != "html":
+        text, invisible = strip_invisible(decoded.text)
+        cut = cut_text(text, max_chars)
+        return Document(
+            content_type=essence,
+            title="",
+            text=cut,
+            truncated=body_truncated or len(cut) < len(text),
+            links=await harvest_links(urls_in_text(text), None, url),
+            hidden_removed=invisible,
+            extraction="full",
+        )
+    reduction = await reduce_html(decoded.text, cpu_budget_s)
+    selection = select_main(reduction) if extract == "main" else select_full(reduction)
+    text = join_blocks(selection.blocks)
+    cut = cut_text(text, max_chars)
+    links = await harvest_links(reduction.hrefs, reduction.base_href, url)
+    return Document(
+        content_type=essence,
+        title=reduction.title,
+        text=cut,
+        truncated=body_truncated or not reduction.complete or len(cut) < len(text),
+        links=links,
+        hidden_removed=reduction.hidden_removed,
+        extraction=selection.extraction,
+    )
+
+
+def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:
+    """The body's MIME type and declared charset; raise when it is not text."""
+    kind = declared_kind(content_type)
+    if kind == "undeclared":
+        sniffed = sniff(body)
+        if not is_text_essence(sniffed):
+            raise UnsupportedContentType(f"the body is {sniffed}, not text (no usable Content-Type was sent)")
+        return sniffed, None
+    parsed = parse_content_type(content_type)
+    assert parsed is not None
+    if kind == "binary":
+        raise UnsupportedContentType(f"the page is {parsed.essence}, not text")
+    if apache_bug_binary(content_type, body):
+        raise UnsupportedContentType("the body is binary although it was labelled text/plain")
+    return parsed.essence, parsed.charset
+
+
+def _flavor(essence: str) -> Flavor:
+    if essence in HTML_TYPES:
+        return "html"
+    if essence.endswith(("/xml", "+xml")):
+        return "xml"
+    return "other"
+
+
+async def reduce_html(html: str, cpu_budget_s: float) -> Reduction:
+    """Reduce in slices, yielding to the event loop between them, until done or out of budget."""
+    reducer = Reducer(html)
+    spent = 0.0
+    while True:
+        started = time.thread_time()
+        finished = reducer.run(SLICE_S)
+        spent += time.thread_time() - started
+        if finished:
+            break
+        if spent >= cpu_budget_s:
+            reducer.finish()
+            break
+        await asyncio.sleep(0)
+    return reducer.result()
+
+
+async def harvest_links(hrefs: list[str], base_href: str | None, url: str) -> list[str]:
+    """Canonical https links, a batch at a time: each costs a canonical parse of tens of µs."""
+    resolver = LinkResolver(base_href, url)
+    for start in range(0, len(hrefs), LINK_BATCH):
+        if resolver.add(hrefs[start : start + LINK_BATCH]):
+            break
+        await asyncio.sleep(0)
+    return resolver.links
+
+
+def cut_text(text: str, max_chars: int) -> str:
+    """At most ``max_chars`` characters, never ending between a letter and its combining marks."""
+    if len(text) <= max_chars:
+        return text
+    end = max_chars
+    while end > 0 and (unicodedata.combining(text[end]) or text[end] in "\u200d\ufe0f"):
+        end -= 1
+    return text[:end]

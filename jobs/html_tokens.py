@@ -1,0 +1,330 @@
+"""html5lib's streaming tokenizer, with the states a hostile page can make quadratic made linear.
+
+html5lib grows a tag name, an attribute name, an attribute value or a comment by ``+=`` on a dict
+or list slot, one character or one entity at a time; CPython cannot grow such a string in place, so
+a 2 MiB comment of ``-a-a-a`` or an attribute of 400,000 ``&amp;`` copies terabytes. The overrides
+below read the same characters in runs (``charsUntil``), drop comment text unread (it is never
+shown) and collect entity-heavy attribute values in a list. Parse-error tokens, which nobody here
+reads, are not produced for the overridden states. Everything else is html5lib's WHATWG tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any
+
+from html5lib._tokenizer import HTMLTokenizer
+from html5lib.constants import EOF, asciiUpper2Lower, spaceCharacters, tokenTypes
+
+CHARACTERS = tokenTypes["Characters"]
+SPACE_CHARACTERS = tokenTypes["SpaceCharacters"]
+START_TAG = tokenTypes["StartTag"]
+END_TAG = tokenTypes["EndTag"]
+COMMENT = tokenTypes["Comment"]
+
+_TAG_NAME_END = frozenset(spaceCharacters | {"/", ">"})
+_ATTRIBUTE_NAME_END = frozenset(spaceCharacters | {"/", "=", ">"})
+_DOUBLE_QUOTED_END = frozenset({'"', "&"})
+_SINGLE_QUOTED_END = frozenset({"'", "&"})
+_UNQUOTED_END = frozenset(spaceCharacters | {"&", ">"})
+_DATA_END = ("&", "<", "\u0000")
+
+# A start or end tag with nothing unusual in it (no character references, no NUL, no stray quote,
+# "=", "<" or "/") reads the same to this regular expression as to the state machine, at a tenth of
+# the cost; anything else falls back to the states. A test compares the two on random markup.
+_WS = "\t\n\x0c\r "
+_NAME = f"[^{_WS}/>\x00]*"
+_ATTRIBUTE_NAME = f"[^{_WS}/>=\"'<\x00][^{_WS}/>=\"'<\x00]*"
+
+
+def _value(capture: bool) -> str:
+    group = "(" if capture else "(?:"
+    return (
+        f"[{_WS}]*=[{_WS}]*(?:"
+        f'"{group}[^"&\\x00]*)"(?=[{_WS}/>])'
+        f"|'{group}[^'&\\x00]*)'(?=[{_WS}/>])"
+        f"|{group}[^{_WS}>&\"'<=`\\x00]+)(?=[{_WS}>]))"
+    )
+
+
+_ATTRIBUTE = re.compile(f"[{_WS}]+({_ATTRIBUTE_NAME})(?:{_value(True)})?")
+_SIMPLE_START_TAG = re.compile(
+    f"([a-zA-Z]{_NAME})((?:[{_WS}]+{_ATTRIBUTE_NAME}(?:{_value(False)})?)*)[{_WS}]*(/?)>"
+)
+_SIMPLE_END_TAG = re.compile(f"([a-zA-Z]{_NAME})[{_WS}]*>")
+# Where raw text ends: the element's end tag, or, in a script, "<!--", after which the standard's
+# escaped states decide and the state machine takes over.
+_RAW_TEXT_END: dict[str, re.Pattern[str]] = {}
+_SCRIPT_ESCAPE = "<!--"
+
+
+class _Discard:
+    """Comment text: appended to, never kept."""
+
+    def __iadd__(self, other: object) -> _Discard:
+        return self
+
+    def __str__(self) -> str:
+        return ""
+
+
+_DISCARD = _Discard()
+
+
+class _Pieces:
+    """An attribute value that entities grow piece by piece: kept as a list, joined once."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, first: str) -> None:
+        self.parts = [first]
+
+    def __iadd__(self, other: str) -> _Pieces:
+        self.parts.append(other)
+        return self
+
+    def __str__(self) -> str:
+        return "".join(self.parts)
+
+
+class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
+    """Tokens of one decoded document; the reducer calls ``state()`` and drains ``tokenQueue``."""
+
+    def __init__(self, text: str) -> None:
+        # Newlines are normalized up front (the stream would do it chunk by chunk), so that a position
+        # in the stream is a position in ``text`` and the skips below can search ``text`` directly.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        super().__init__(text)
+        self._text = text
+        # The per-chunk scan for invalid code points only feeds parse errors; skip it.
+        self.stream.reportCharacterErrors = None
+        self.tokenQueue: deque[dict[str, Any]] = deque()
+        self._pieces = False
+        self._skip_end: re.Pattern[str] | None = None
+        self._skip_script = False
+        self._skip_then: Any = None
+
+    # Positions and jumps -----------------------------------------------------------------------
+
+    def _position(self) -> int:
+        stream = self.stream
+        position: int = stream.dataStream.tell() - stream.chunkSize + stream.chunkOffset
+        return position
+
+    def _jump(self, position: int) -> None:
+        stream = self.stream
+        stream.dataStream.seek(position)
+        stream.chunk = ""
+        stream.chunkSize = 0
+        stream.chunkOffset = 0
+
+    def skip_raw_text(self, name: str, then: Any) -> None:
+        """Skip a dropped raw-text element's content unread, up to its end tag, then go on in ``then``.
+
+        Script, style and the like are the bulk of many pages and their text is never shown; the
+        state machine would walk every ``<`` in them. A script containing ``<!--`` is handed to the
+        state machine from there on, since its escaped states decide where such a script ends.
+        """
+        pattern = _RAW_TEXT_END.get(name)
+        if pattern is None:
+            pattern = _RAW_TEXT_END[name] = re.compile(f"</{re.escape(name)}[{_WS}/>]", re.IGNORECASE)
+        self._skip_end = pattern
+        self._skip_script = name == "script"
+        self._skip_then = then
+        self.state = self._skipRawTextState
+
+    def _skipRawTextState(self) -> bool:
+        assert self._skip_end is not None
+        position = self._position()
+        found = self._skip_end.search(self._text, position)
+        end = found.start() if found is not None else len(self._text)
+        if self._skip_script:
+            escape = self._text.find(_SCRIPT_ESCAPE, position, end)
+            if escape != -1:
+                end = escape
+        self._jump(end)
+        self.state = self._skip_then
+        return True
+
+    # Fast paths ------------------------------------------------------------------------------
+
+    def dataState(self) -> bool:
+        # html5lib's dataState, except that a "<" goes straight on to the tag instead of returning
+        # to the caller's loop first (one loop turn per tag is a good share of the cost).
+        stream = self.stream
+        data = stream.char()
+        if data == "<":
+            self.state = self.tagOpenState
+            return self.tagOpenState()
+        if data == "&":
+            self.state = self.entityDataState
+        elif data is EOF:
+            return False
+        elif data in spaceCharacters:
+            self.tokenQueue.append(
+                {"type": SPACE_CHARACTERS, "data": data + stream.charsUntil(spaceCharacters, True)}
+            )
+        elif data == "\u0000":
+            self.tokenQueue.append({"type": CHARACTERS, "data": data})
+        else:
+            self.tokenQueue.append({"type": CHARACTERS, "data": data + stream.charsUntil(_DATA_END)})
+        return True
+
+    def tagOpenState(self) -> bool:
+        stream = self.stream
+        offset = stream.chunkOffset
+        if offset < stream.chunkSize and stream.chunk[offset] == "/":
+            stream.chunkOffset = offset + 1
+            self.state = self.closeTagOpenState
+            return self.closeTagOpenState()
+        match = _SIMPLE_START_TAG.match(stream.chunk, offset)
+        if match is None:
+            return bool(super().tagOpenState())
+        attributes: dict[str, str] = {}
+        if match.group(2):
+            for attribute in _ATTRIBUTE.finditer(stream.chunk, match.start(2), match.end()):
+                name = attribute.group(1).translate(asciiUpper2Lower)
+                if name not in attributes:
+                    value = attribute.group(2)
+                    if value is None:
+                        value = attribute.group(3)
+                        if value is None:
+                            value = attribute.group(4) or ""
+                    attributes[name] = value
+        token = {
+            "type": START_TAG,
+            "name": match.group(1).translate(asciiUpper2Lower),
+            "data": attributes,
+            "selfClosing": bool(match.group(3)),
+            "selfClosingAcknowledged": False,
+        }
+        stream.chunkOffset = match.end()
+        self.currentToken = token
+        self.tokenQueue.append(token)
+        self.state = self.dataState
+        return True
+
+    def closeTagOpenState(self) -> bool:
+        stream = self.stream
+        match = _SIMPLE_END_TAG.match(stream.chunk, stream.chunkOffset)
+        if match is None:
+            return bool(super().closeTagOpenState())
+        token = {
+            "type": END_TAG,
+            "name": match.group(1).translate(asciiUpper2Lower),
+            "data": [],
+            "selfClosing": False,
+        }
+        stream.chunkOffset = match.end()
+        self.currentToken = token
+        self.tokenQueue.append(token)
+        self.state = self.dataState
+        return True
+
+    def commentState(self) -> bool:
+        # Comment text is discarded, so only where it ends matters: at the next "--" the end states
+        # decide (">" ends it, "!" may, anything else carries on).
+        position = self._position()
+        end = self._text.find("--", position)
+        if end == -1:
+            self._jump(len(self._text))
+            self.tokenQueue.append(self.currentToken)
+            self.state = self.dataState
+        else:
+            self._jump(end + 2)
+            self.state = self.commentEndState
+        return True
+
+    # Linear versions of html5lib's states ------------------------------------------------------
+
+    def tagNameState(self) -> bool:
+        run = self.stream.charsUntil(_TAG_NAME_END)
+        if run:
+            self.currentToken["name"] += run
+        data = self.stream.char()
+        if data == ">":
+            self.emitCurrentToken()
+        elif data == "/":
+            self.state = self.selfClosingStartTagState
+        elif data is EOF:
+            self.state = self.dataState
+        else:
+            self.state = self.beforeAttributeNameState
+        return True
+
+    def attributeNameState(self) -> bool:
+        attribute = self.currentToken["data"][-1]
+        run = self.stream.charsUntil(_ATTRIBUTE_NAME_END)
+        if run:
+            attribute[0] += run
+        attribute[0] = attribute[0].translate(asciiUpper2Lower)
+        data = self.stream.char()
+        if data == "=":
+            self.state = self.beforeAttributeValueState
+        elif data == ">":
+            self.emitCurrentToken()
+        elif data == "/":
+            self.state = self.selfClosingStartTagState
+        elif data is EOF:
+            self.state = self.dataState
+        else:
+            self.state = self.afterAttributeNameState
+        return True
+
+    def attributeValueDoubleQuotedState(self) -> bool:
+        return self._quoted_value(_DOUBLE_QUOTED_END, '"')
+
+    def attributeValueSingleQuotedState(self) -> bool:
+        return self._quoted_value(_SINGLE_QUOTED_END, "'")
+
+    def _quoted_value(self, until: frozenset[str], quote: str) -> bool:
+        run = self.stream.charsUntil(until)
+        if run:
+            self.currentToken["data"][-1][1] += run
+        data = self.stream.char()
+        if data == quote:
+            self.state = self.afterAttributeValueState
+        elif data == "&":
+            self.processEntityInAttribute(quote)
+        else:
+            self.state = self.dataState
+        return True
+
+    def attributeValueUnQuotedState(self) -> bool:
+        run = self.stream.charsUntil(_UNQUOTED_END)
+        if run:
+            self.currentToken["data"][-1][1] += run
+        data = self.stream.char()
+        if data == "&":
+            self.processEntityInAttribute(">")
+        elif data == ">":
+            self.emitCurrentToken()
+        elif data is EOF:
+            self.state = self.dataState
+        else:
+            self.state = self.beforeAttributeNameState
+        return True
+
+    def processEntityInAttribute(self, allowedChar: str) -> None:
+        attribute = self.currentToken["data"][-1]
+        if isinstance(attribute[1], str):
+            attribute[1] = _Pieces(attribute[1])
+            self._pieces = True
+        self.consumeEntity(allowedChar=allowedChar, fromAttribute=True)
+
+    def emitCurrentToken(self) -> None:
+        token = self.currentToken
+        if self._pieces and token["type"] == START_TAG:
+            for attribute in token["data"]:
+                if isinstance(attribute[1], _Pieces):
+                    attribute[1] = str(attribute[1])
+            self._pieces = False
+        super().emitCurrentToken()
+
+    def markupDeclarationOpenState(self) -> bool:
+        result: bool = super().markupDeclarationOpenState()
+        token = self.currentToken
+        if token is not None and token["type"] == COMMENT and token["data"] == "":
+            token["data"] = _DISCARD
+        return result

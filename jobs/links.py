@@ -1,0 +1,81 @@
+"""The page's links as the URL menu stores them: absolute, https, canonical, distinct, in page order."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import urljoin
+
+from worker.guardian.urls import canonical_url
+
+MAX_LINKS = 500
+
+# The WHATWG URL parser trims C0 controls and spaces from both ends and drops tabs and newlines
+# anywhere; an href split over lines is one URL to a browser, so it is one to us.
+_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+_C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
+_NOT_FETCHABLE = ("#", "javascript:", "mailto:", "tel:", "data:", "about:", "blob:", "sms:", "ftp:")
+# Absolute https URLs written out in a text body (JSON, a feed, a plain list of sources).
+_URL_IN_TEXT = re.compile(r"https://[^\s\"'<>`{}|\\^\[\]]+", re.IGNORECASE)
+_TRAILING_PUNCTUATION = ".,;:!?)'\""
+# Each candidate costs a canonical parse; a body of 100,000 distinct junk URLs must not.
+_MAX_CANDIDATES = 5000
+
+
+def _clean(href: str) -> str:
+    return _TAB_OR_NEWLINE.sub("", href.strip(_C0_OR_SPACE))
+
+
+class LinkResolver:
+    """Resolves hrefs a batch at a time (so the caller can yield between batches) until full."""
+
+    def __init__(self, base_href: str | None, page_url: str) -> None:
+        self._base = page_url
+        if base_href is not None:
+            cleaned = _clean(base_href)
+            if cleaned:
+                self._base = urljoin(page_url, cleaned)
+        self.links: list[str] = []
+        self._seen: set[str] = set()
+
+    @property
+    def full(self) -> bool:
+        return len(self.links) >= MAX_LINKS
+
+    def add(self, hrefs: Iterable[str]) -> bool:
+        """Resolve ``hrefs`` in order; True once MAX_LINKS links are found."""
+        for href in hrefs:
+            if self.full:
+                break
+            cleaned = _clean(href)
+            if not cleaned or cleaned[:11].lower().startswith(_NOT_FETCHABLE):
+                continue
+            canonical = canonical_url(urljoin(self._base, cleaned))
+            if canonical is None or canonical in self._seen:
+                continue
+            self._seen.add(canonical)
+            self.links.append(canonical)
+        return self.full
+
+
+def resolve_links(hrefs: Iterable[str], base_href: str | None, page_url: str) -> list[str]:
+    """Each href resolved against ``<base href>`` (itself resolved against the page), canonical."""
+    resolver = LinkResolver(base_href, page_url)
+    resolver.add(hrefs)
+    return resolver.links
+
+
+def urls_in_text(text: str) -> list[str]:
+    """Distinct https URLs spelled out in a non-HTML body (a feed, an API answer, a list of
+    sources), trailing punctuation dropped, at most _MAX_CANDIDATES of them."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for match in _URL_IN_TEXT.finditer(text):
+        raw = match.group(0).rstrip(_TRAILING_PUNCTUATION)
+        if raw in seen:
+            continue
+        seen.add(raw)
+        found.append(raw)
+        if len(found) == _MAX_CANDIDATES:
+            break
+    return found

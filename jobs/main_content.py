@@ -1,0 +1,208 @@
+"""extract="main": the page's main content, chosen from the reducer's blocks without a tree.
+
+Boilerplate classifiers (jusText, boilerpipe, trafilatura) judge blocks of text by their length and
+link density; Readability judges containers by the good text they hold. This does both, in linear
+time, on the reducer's output:
+
+1. Each block gets a weight: long, link-poor prose counts for its length; link lists, navigation,
+   page header and footer, asides, forms and consent banners count against.
+2. Every block-level element holds a contiguous range of blocks, so its total weight is a
+   difference of prefix sums; the element with the highest total is the main content's container.
+3. Inside it, blocks that are boilerplate relative to it (a share bar, a related-links list, a
+   newsletter form) are dropped; headings, lists, tables and code stay.
+4. When what remains is implausibly small next to the page's readable text (an index page, a
+   product page, a registry record made of table cells), the full text is returned instead, as
+   extraction "full": the agent must never lose the evidence to a wrong guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.reduce import (
+    ARTICLE,
+    ASIDE,
+    BOILERPLATE_HINT,
+    COMMENTS,
+    CONSENT,
+    FIGURE,
+    FOOTER,
+    FORM,
+    HEADER,
+    HEADING,
+    LIST,
+    MAIN,
+    NAV,
+    PRE,
+    TABLE,
+    Block,
+    Container,
+    Reduction,
+)
+
+# Structure that marks a block as page furniture wherever it sits.
+FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
+LONG = 60  # characters: a block this long with few links reads as prose, in any script
+LINK_DENSE = 0.5
+LINK_POOR = 0.3
+PARAGRAPH_LINK_DENSE = 0.8
+SHORT_PENALTY = 2.0
+LINK_COST = 0.3
+LINKED_HEADING_COST = 3.0
+SEMANTIC_MAIN = MAIN | ARTICLE
+SEMANTIC_BONUS = 1.25
+FURNITURE_COST = 0.3
+MIN_PROSE = 250.0  # prose characters below which a page is not an article
+MAIN_SHARE = 0.5  # of the page's prose the choice must hold
+TEASER_BLOCKS = 5  # blocks of a teaser card at most
+SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
+LINK_LISTING = 0.4  # link share of the choice's text above which it is a listing
+
+
+@dataclass(frozen=True)
+class Selection:
+    blocks: list[Block]
+    extraction: str  # "main" or "full"
+
+
+def weight(block: Block) -> float:
+    length = len(block.text)
+    density = min(1.0, block.link_chars / length) if length else 1.0
+    if density > LINK_DENSE:
+        # A headline that is a link is a teaser: a list of them is an index or "more stories".
+        return -(LINKED_HEADING_COST if block.bits & HEADING else LINK_COST) * length
+    if block.bits & FURNITURE:
+        return -FURNITURE_COST * length
+    if block.kind == "figcaption" or block.bits & FIGURE:
+        return 0.0
+    if length >= LONG and density < LINK_POOR:
+        prose = length * (1.0 - density)
+        if block.bits & BOILERPLATE_HINT:
+            prose *= 0.5
+        if block.bits & SEMANTIC_MAIN:
+            prose *= SEMANTIC_BONUS
+        return prose
+    return -SHORT_PENALTY
+
+
+def select_full(reduction: Reduction) -> Selection:
+    return Selection(reduction.blocks, "full")
+
+
+def select_main(reduction: Reduction) -> Selection:
+    blocks = reduction.blocks
+    if not blocks:
+        return Selection(blocks, "full")
+    teasers = _teasers(reduction)
+    prefix = [0.0]
+    prose = [0.0]
+    for index, block in enumerate(blocks):
+        w = weight(block)
+        if index in teasers and w > 0:
+            w = -LINK_COST * len(block.text)
+        prefix.append(prefix[-1] + w)
+        prose.append(prose[-1] + max(w, 0.0))
+    best = Container(0, len(blocks), "body", -1, 0, 0, -1, 0)
+    best_score = prefix[-1]
+    for container in reduction.containers:
+        score = prefix[container.end] - prefix[container.start]
+        if score > best_score or (
+            score == best_score and container.end - container.start > best.end - best.start
+        ):
+            best, best_score = container, score
+    start = _with_heading(blocks, best.start)
+    chosen = _trim([b for b in blocks[start : best.end] if _keep(b, best.bits)])
+    if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
+        return Selection(blocks, "full")
+    return Selection(chosen, "main")
+
+
+def _trim(chosen: list[Block]) -> list[Block]:
+    """Drop the short lines that trail the last paragraph: "Share this", "Related", "Was this
+    helpful?", a photo credit. A full sentence, a table, code or a list stays; a heading with
+    nothing after it does not."""
+    last = max((index for index, block in enumerate(chosen) if weight(block) > 0), default=None)
+    if last is None:
+        return chosen
+    return chosen[: last + 1] + [b for b in chosen[last + 1 :] if _a_sentence(b)]
+
+
+def _a_sentence(block: Block) -> bool:
+    if block.bits & (TABLE | PRE | LIST):
+        return True  # a closing table, code sample or list is content, sentence or not
+    text = block.text.rstrip()
+    return not block.bits & HEADING and len(text) >= 25 and text.endswith(SENTENCE_ENDS)
+
+
+def _teasers(reduction: Reduction) -> set[int]:
+    """Blocks of teaser cards: a small element holding a linked headline and a blurb.
+
+    "More stories" rails and index pages repeat such cards; their blurbs read like prose, but
+    they belong to other pages.
+    """
+    blocks = reduction.blocks
+    found: set[int] = set()
+    for container in reduction.containers:
+        if container.end - container.start > TEASER_BLOCKS:
+            continue
+        card = range(container.start, container.end)
+        if any(_linked_headline(blocks[index]) for index in card):
+            found.update(card)
+    return found
+
+
+def _linked_headline(block: Block) -> bool:
+    length = len(block.text)
+    return length >= 15 and block.link_chars > LINK_DENSE * length and (block.bits & HEADING) != 0
+
+
+def _with_heading(blocks: list[Block], start: int) -> int:
+    """Reach back over a byline or a date to the headline just before the container, if any."""
+    for index in range(start - 1, max(-1, start - 5), -1):
+        block = blocks[index]
+        if block.bits & FURNITURE or block.link_chars > len(block.text) * LINK_DENSE:
+            return start
+        if block.bits & HEADING:
+            return index
+        if len(block.text) >= LONG:
+            return start
+    return start
+
+
+def _keep(block: Block, base_bits: int) -> bool:
+    length = len(block.text)
+    density = min(1.0, block.link_chars / length) if length else 1.0
+    # A paragraph inside the article may be mostly a link ("read the report here"); a list item,
+    # a cell or a loose line that is mostly a link is navigation.
+    if density > (PARAGRAPH_LINK_DENSE if block.kind == "p" and length >= 40 else LINK_DENSE):
+        return False
+    # Captions and photo credits describe the pictures, which the agent does not get.
+    if block.kind == "figcaption" or block.bits & FIGURE:
+        return False
+    relative = block.bits & ~base_bits
+    if relative & FURNITURE:
+        return False
+    return not (relative & BOILERPLATE_HINT and (length < LONG or density >= LINK_POOR))
+
+
+def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float) -> bool:
+    """True when the choice is not a page's main content: fall back to the full text.
+
+    Nothing chosen; a page with hardly any prose (a product page, a registry record of table
+    cells); a choice that is mostly links (a list of headlines: an index page); or a choice that
+    holds less than half of the page's prose (teasers spread over an index page, or a wrong guess).
+    """
+    if not chosen or all_prose < MIN_PROSE or chosen_prose < MAIN_SHARE * all_prose:
+        return True
+    chars = sum(len(b.text) for b in inside)
+    links = sum(b.link_chars for b in inside)
+    return links > LINK_LISTING * chars
+
+
+def join_blocks(blocks: list[Block]) -> str:
+    parts: list[str] = []
+    for block in blocks:
+        if parts:
+            parts.append(block.sep)
+        parts.append(block.text)
+    return "".join(parts)

@@ -1,0 +1,173 @@
+"""Search spend: counters per organization, usage source and UTC day, and per report, with their TTLs."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+
+import pytest
+import redis.asyncio as aioredis
+
+from worker import keys
+from worker.config import Settings
+from worker.context import Runtime
+from worker.runtime import build_runtime
+from worker.spend import (
+    NO_ORG,
+    ORG_DAY_TTL_S,
+    REPORT_MIN_TTL_S,
+    Spend,
+    org_spend,
+    record_search,
+    report_spend,
+)
+
+DAY_ONE = dt.datetime(2026, 12, 1, 23, 59, tzinfo=dt.UTC)
+DAY_TWO = dt.datetime(2026, 12, 2, 0, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def source(token: str) -> str:
+    return f"src-{token}"
+
+
+@pytest.fixture
+async def runtime(settings: Settings, redis: aioredis.Redis, source: str) -> Runtime:
+    return await build_runtime(dataclasses.replace(settings, usage_source=source), redis)
+
+
+async def test_a_search_adds_its_cost_and_tokens_to_its_org_day_and_its_report(
+    runtime: Runtime, redis: aioredis.Redis, report: str, token: str, source: str
+) -> None:
+    org = f"org-{token}"
+    await record_search(runtime, report, org, Spend(0.002, 1000, 150), now=DAY_TWO)
+    await record_search(runtime, report, org, Spend(0.0035, 800, 90), now=DAY_TWO)
+    assert await report_spend(redis, report) == {
+        "cost_usd": 0.0055,
+        "prompt_tokens": 1800,
+        "completion_tokens": 240,
+        "searches": 2,
+    }
+    assert await org_spend(redis, source, days=1, now=DAY_TWO) == [
+        {
+            "day": "2026-12-02",
+            "org_id": org,
+            "usage_source": source,
+            "cost_usd": 0.0055,
+            "prompt_tokens": 1800,
+            "completion_tokens": 240,
+            "searches": 2,
+        }
+    ]
+
+
+async def test_a_search_without_an_org_is_attributed_to_none(
+    runtime: Runtime, redis: aioredis.Redis, report: str, source: str
+) -> None:
+    await record_search(runtime, report, None, Spend(0.001, 10, 1), now=DAY_TWO)
+    [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
+    assert row["org_id"] == NO_ORG == "(none)"
+    assert await redis.exists(keys.spend_org_day(NO_ORG, source, "2026-12-02")) == 1
+
+
+async def test_a_search_the_provider_did_not_price_still_counts_as_a_search(
+    runtime: Runtime, redis: aioredis.Redis, report: str
+) -> None:
+    await record_search(runtime, report, None, Spend(), now=DAY_TWO)
+    assert await report_spend(redis, report) == {
+        "cost_usd": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "searches": 1,
+    }
+
+
+async def test_the_utc_day_decides_which_day_a_search_counts_for(
+    runtime: Runtime, redis: aioredis.Redis, report: str, token: str, source: str
+) -> None:
+    org = f"org-{token}"
+    await record_search(runtime, report, org, Spend(0.001, 1, 1), now=DAY_ONE)
+    await record_search(runtime, report, org, Spend(0.004, 1, 1), now=DAY_TWO)
+    await record_search(runtime, report, org, Spend(0.002, 1, 1), now=DAY_TWO - dt.timedelta(days=9))
+    rows = await org_spend(redis, source, days=2, now=DAY_TWO)
+    assert [(row["day"], row["cost_usd"]) for row in rows] == [("2026-12-02", 0.004), ("2026-12-01", 0.001)]
+    assert len(await org_spend(redis, source, days=10, now=DAY_TWO)) == 3
+    assert await org_spend(redis, f"{source}-other", days=10, now=DAY_TWO) == []
+
+
+async def test_rows_of_one_day_come_highest_cost_first(
+    runtime: Runtime, redis: aioredis.Redis, report: str, token: str, source: str
+) -> None:
+    for org, cost in ((f"a-{token}", 0.001), (f"b-{token}", 0.009), (f"c-{token}", 0.004)):
+        await record_search(runtime, report, org, Spend(cost, 1, 1), now=DAY_TWO)
+    rows = await org_spend(redis, source, days=1, now=DAY_TWO)
+    assert [row["org_id"] for row in rows] == [f"b-{token}", f"c-{token}", f"a-{token}"]
+
+
+async def test_an_org_id_with_colons_is_read_back_whole(
+    runtime: Runtime, redis: aioredis.Redis, report: str, token: str, source: str
+) -> None:
+    org = f"acme:{token}:eu"
+    await record_search(runtime, report, org, Spend(0.001, 1, 1), now=DAY_TWO)
+    [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
+    assert row["org_id"] == org
+
+
+async def test_spend_counters_expire(
+    runtime: Runtime, redis: aioredis.Redis, report: str, token: str, source: str
+) -> None:
+    await record_search(runtime, report, f"org-{token}", Spend(0.001, 1, 1), now=DAY_TWO)
+    org_ttl = await redis.ttl(keys.spend_org_day(f"org-{token}", source, "2026-12-02"))
+    report_ttl = await redis.ttl(keys.spend_report(report))
+    assert ORG_DAY_TTL_S - 5 <= org_ttl <= ORG_DAY_TTL_S
+    expected_report_ttl = max(REPORT_MIN_TTL_S, runtime.settings.budget_window_s)
+    assert expected_report_ttl - 5 <= report_ttl <= expected_report_ttl
+
+
+async def test_a_report_keeps_its_spend_at_least_as_long_as_its_budget_window(
+    settings: Settings, redis: aioredis.Redis, report: str, source: str
+) -> None:
+    long_window = 30 * 86_400
+    runtime = await build_runtime(
+        dataclasses.replace(settings, usage_source=source, budget_window_s=long_window), redis
+    )
+    await record_search(runtime, report, None, Spend(0.001, 1, 1), now=DAY_TWO)
+    assert await redis.ttl(keys.spend_report(report)) > long_window - 5
+
+
+async def test_an_unknown_report_has_spent_nothing(redis: aioredis.Redis, report: str) -> None:
+    assert await report_spend(redis, report) == {
+        "cost_usd": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "searches": 0,
+    }
+
+
+async def test_metrics_count_cost_and_tokens_per_org_and_source(
+    runtime: Runtime, report: str, token: str, source: str
+) -> None:
+    org = f"org-{token}"
+    await record_search(runtime, report, org, Spend(0.002, 1000, 150))
+    await record_search(runtime, report, org, Spend(0.003, 500, 50))
+    sample = runtime.metrics.registry.get_sample_value
+    assert sample("research_search_cost_usd_total", {"org": org, "usage_source": source}) == pytest.approx(
+        0.005
+    )
+    labels = {"org": org, "usage_source": source}
+    assert sample("research_search_tokens_total", labels | {"direction": "prompt"}) == 1500
+    assert sample("research_search_tokens_total", labels | {"direction": "completion"}) == 200
+
+
+async def test_a_redis_failure_is_logged_and_does_not_fail_the_search(
+    settings: Settings, report: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    unreachable = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
+    try:
+        runtime = await build_runtime(settings, unreachable)
+        with caplog.at_level(logging.WARNING, logger="research.spend"):
+            await record_search(runtime, report, None, Spend(0.001, 1, 1))
+    finally:
+        await unreachable.aclose()
+    assert any(record.getMessage() == "search spend not recorded" for record in caplog.records)

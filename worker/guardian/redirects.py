@@ -1,0 +1,31 @@
+"""Redirects, followed by hand: every hop is a new URL that passes every check again."""
+
+from __future__ import annotations
+
+import yarl
+
+from worker.errors import DestinationBlocked
+from worker.guardian.urls import ClassifiesAddresses, Target, check_url, refuse_hidden_characters
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def next_hop(current: Target, location: str, policy: ClassifiesAddresses) -> Target:
+    """Resolve a Location against the current URL and judge the result like a first URL.
+
+    The raw Location is checked before it is joined, because joining is parsing: a backslash or a
+    control character would be normalized away before the full check could see it.
+    """
+    if not location:
+        raise DestinationBlocked("the redirect has an empty Location", reason="malformed_url")
+    refuse_hidden_characters(location)
+    try:
+        joined = yarl.URL(current.url, encoded=True).join(yarl.URL(location, encoded=True))
+    except ValueError:
+        raise DestinationBlocked("the redirect's Location is not a URL", reason="malformed_url") from None
+    return check_url(str(joined), policy)
+
+
+def same_site(a: Target, b: Target) -> bool:
+    """Same host (or its www. twin) and same port."""
+    return a.site == b.site

@@ -1,0 +1,141 @@
+"""Search spend: what each search cost, per organization, usage source and UTC day, and per report.
+
+The provider reports each completion's cost (USD) and token counts; every search adds them to two
+Redis hashes in one transaction (so neither is ever seen without the other): the organization's
+day, which finance and the dashboard read, and the report's, which ``research-worker budget``
+shows beside the budget counters. These are attribution counters, not the bill: the provider's
+own accounting stays the record, so a counter that cannot be written is logged, never a failed
+search that was already paid for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from worker import keys
+from worker.logs import fields
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from worker.context import Runtime
+
+log = logging.getLogger("research.spend")
+
+# Searches without an org id are attributed to this name. It cannot collide with a real org id:
+# those are validated to letters, digits and -_.: only, and parentheses are not among them.
+NO_ORG = "(none)"
+# An organization's day stays long enough to look back over a full calendar month.
+ORG_DAY_TTL_S = 35 * 86_400
+# A report's spend outlives its budget window by enough to review last week's reports.
+REPORT_MIN_TTL_S = 7 * 86_400
+
+COUNTERS = ("cost_usd", "prompt_tokens", "completion_tokens", "searches")
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One completion's usage as the provider reported it."""
+
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def utc_day(now: dt.datetime | None = None) -> str:
+    return (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).strftime("%Y-%m-%d")
+
+
+async def record_search(
+    runtime: Runtime,
+    report_id: str,
+    org_id: str | None,
+    spend: Spend,
+    *,
+    now: dt.datetime | None = None,
+) -> None:
+    """Add one search to its organization's day and to its report, and to the metrics."""
+    settings = runtime.settings
+    org = org_id or NO_ORG
+    day = utc_day(now)
+    org_key = keys.spend_org_day(org, settings.usage_source, day)
+    report_key = keys.spend_report(report_id)
+    report_ttl_s = max(settings.budget_window_s, REPORT_MIN_TTL_S)
+    try:
+        async with runtime.redis.pipeline(transaction=True) as tx:
+            for key, ttl_s in ((org_key, ORG_DAY_TTL_S), (report_key, report_ttl_s)):
+                tx.hincrbyfloat(key, "cost_usd", spend.cost_usd)
+                tx.hincrby(key, "prompt_tokens", spend.prompt_tokens)
+                tx.hincrby(key, "completion_tokens", spend.completion_tokens)
+                tx.hincrby(key, "searches", 1)
+                tx.expire(key, ttl_s)
+            # The key's parts, kept as fields so readers never parse ids that may contain ':'.
+            tx.hset(org_key, mapping={"org_id": org, "usage_source": settings.usage_source, "day": day})
+            await tx.execute()
+    except RedisError as exc:
+        log.warning(
+            "search spend not recorded",
+            extra=fields(report_id=report_id, org_id=org, cost_usd=spend.cost_usd, error=type(exc).__name__),
+        )
+    metrics = runtime.metrics
+    metrics.search_cost.labels(org, settings.usage_source).inc(spend.cost_usd)
+    metrics.search_tokens.labels(org, settings.usage_source, "prompt").inc(spend.prompt_tokens)
+    metrics.search_tokens.labels(org, settings.usage_source, "completion").inc(spend.completion_tokens)
+
+
+async def report_spend(redis: Redis, report_id: str) -> dict[str, Any]:
+    """``{"cost_usd", "prompt_tokens", "completion_tokens", "searches"}`` for one report (zeros when none)."""
+    return _counters(await redis.hgetall(keys.spend_report(report_id)))  # type: ignore[misc]
+
+
+async def org_spend(
+    redis: Redis, usage_source: str | None = None, days: int = 7, *, now: dt.datetime | None = None
+) -> list[dict[str, Any]]:
+    """One row per organization, usage source and UTC day over the last ``days`` days (today included).
+
+    ``usage_source`` None means every source. Rows come newest day first, then by cost, highest
+    first. Each row: ``day``, ``org_id``, ``usage_source`` and the counters of ``report_spend``.
+    """
+    today = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    wanted_days = {utc_day(today - dt.timedelta(days=back)) for back in range(max(days, 0))}
+    found = [key async for key in redis.scan_iter(match=keys.spend_org_pattern(), count=1000)]
+    if not found or not wanted_days:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in found:
+            pipe.hgetall(key)
+        hashes = await pipe.execute()
+    rows = []
+    for raw in hashes:
+        text = {_text(k): _text(v) for k, v in raw.items()}
+        if text.get("day") not in wanted_days:
+            continue
+        if usage_source is not None and text.get("usage_source") != usage_source:
+            continue
+        rows.append(
+            {
+                "day": text["day"],
+                "org_id": text.get("org_id", ""),
+                "usage_source": text.get("usage_source", ""),
+            }
+            | _counters(raw)
+        )
+    rows.sort(key=lambda row: (row["day"], row["cost_usd"]), reverse=True)
+    return rows
+
+
+def _counters(raw: dict[Any, Any]) -> dict[str, Any]:
+    text = {_text(k): _text(v) for k, v in raw.items()}
+    counters: dict[str, Any] = {"cost_usd": round(float(text.get("cost_usd") or 0), 10)}
+    for name in COUNTERS[1:]:
+        counters[name] = int(text.get(name) or 0)
+    return counters
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
