@@ -16,10 +16,14 @@ PAGES = 64
 
 def build_app() -> web.Application:
     pages = [article_page(i, size) for i, size in enumerate(page_sizes(PAGES))]
+    big = [article_page(1000 + i, 2 * 1024 * 1024) for i in range(4)]
 
     async def handler(request: web.Request) -> web.Response:
         index = int(request.match_info["n"]) % PAGES
         return web.Response(body=pages[index], content_type="text/html", charset="utf-8")
+
+    async def big_page(request: web.Request) -> web.Response:
+        return web.Response(body=big[int(request.match_info["n"]) % len(big)], content_type="text/html")
 
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(float(request.query.get("s", "2")))
@@ -41,6 +45,7 @@ def build_app() -> web.Application:
 
     app = web.Application()
     app.router.add_get("/page/{n}", handler)
+    app.router.add_get("/big/{n}", big_page)
     app.router.add_get("/slow/{n}", slow)
     app.router.add_get("/fail/{n}", fail)
     app.router.add_get("/huge/{n}", huge)

@@ -59,6 +59,16 @@ async def stall_while_reducing(body: bytes, budget: float) -> tuple[float, float
     return worst[0], elapsed, document.truncated
 
 
+async def idle_stall(seconds: float = 1.0) -> float:
+    stop = asyncio.Event()
+    worst = [0.0]
+    ticker = asyncio.create_task(_ticker(stop, worst))
+    await asyncio.sleep(seconds)
+    stop.set()
+    await ticker
+    return worst[0]
+
+
 def blocking_call(body: bytes) -> float:
     started = time.perf_counter()
     select_main(reduce_all(decode(body, None, "html").text))
@@ -71,6 +81,8 @@ async def main() -> None:
     parser.add_argument("--budget", type=float, default=3.0, help="the reducer's CPU budget per page")
     args = parser.parse_args()
     print(f"hostile pages of {args.size:,} bytes, CPU budget {args.budget} s, target stall <= {TARGET_MS} ms")
+    idle = await idle_stall()
+    print(f"the ticker alone (machine noise): largest gap {idle * 1000:.1f} ms")
     print(f"{'page':34} {'stall ms':>9} {'took s':>7} {'truncated':>9} {'one blocking call ms':>21}")
     worst_stall = 0.0
     for name, make in PAGES.items():

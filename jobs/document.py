@@ -31,7 +31,7 @@ from worker.errors import UnsupportedContentType
 
 # Work done between two awaits: well under the 20 ms stall the worker tolerates, and long enough
 # that the cost of yielding stays small next to the reduction itself.
-SLICE_S = 0.004
+SLICE_S = 0.002
 LINK_BATCH = 100
 
 
@@ -71,8 +71,11 @@ async def build_document(
             hidden_removed=invisible,
             extraction="full",
         )
+    await asyncio.sleep(0)
     reduction = await reduce_html(decoded.text, cpu_budget_s)
+    await asyncio.sleep(0)
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
+    await asyncio.sleep(0)
     text = join_blocks(selection.blocks)
     cut = cut_text(text, max_chars)
     links = await harvest_links(reduction.hrefs, reduction.base_href, url)
@@ -115,6 +118,7 @@ def _flavor(essence: str) -> Flavor:
 async def reduce_html(html: str, cpu_budget_s: float) -> Reduction:
     """Reduce in slices, yielding to the event loop between them, until done or out of budget."""
     reducer = Reducer(html)
+    await asyncio.sleep(0)
     spent = 0.0
     while True:
         started = time.thread_time()

@@ -220,7 +220,7 @@ SCOPE_BOUNDARY = frozenset(
 TABLE_BOUNDARY = frozenset({"html", "table", "template"})
 TABLE_PARTS = frozenset({"table", "tbody", "thead", "tfoot", "tr", "caption", "colgroup"})
 # An end tag of an inline element stops at any of these without closing anything.
-SPECIAL = frozenset(BLOCK | CELLS | SCOPE_BOUNDARY | {"body", "button", "li", "dd", "dt", "p"})
+SPECIAL = frozenset(BLOCK | CELLS | SCOPE_BOUNDARY | {"body", "button", "li", "dd", "dt", "p", "select"})
 
 # Class and id words that mark page furniture or the article, in the spirit of Readability's
 # candidate patterns. They only tilt the block scores; structure and density decide.
@@ -238,6 +238,16 @@ CONTENT_WORDS = re.compile(
     r"(?:^|[^a-z])(?:article|articlebody|article-?body|article-?content|content|entry|entry-?content|"
     r"hentry|h-entry|post|post-?body|post-?content|story|story-?body|text|body|body-?text|blog|"
     r"main|prose|markdown|rich-?text|page-?content|news)(?:$|[^a-z])"
+)
+# Parts of an article that are not its text, named the same way across sites and often in
+# compound class names ("entry-meta", "content__byline", "ArticlePage-datePublished"), so matched
+# anywhere in a class or id: inside the main content's container they are dropped.
+DISCARD_PARTS = re.compile(
+    r"share|sharing|social|syndicat|newsletter|subscri|signup|sign-up|cookie|consent|tag-?list|"
+    r"sidebar|banner|byline|author|dateline|timestamp|datepublished|date-published|published-date|"
+    r"publish-date|credit|caption|related|recommend|most-?popular|most-?read|trending|outbrain|"
+    r"taboola|promo|sponsor|comment|footer|pagination|pager|toolbar|follow|rating|widget|"
+    r"breadcrumb|rail|read-?next|meta(?:data)?(?:[^a-z]|$)"
 )
 # Reader comments are never the page's main content, however much text they hold.
 COMMENT_WORDS = re.compile(

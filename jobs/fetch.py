@@ -79,6 +79,11 @@ class Fetched:
     redirects: int
 
 
+# Reduction is CPU-bound and yields to the loop in slices, so more than a few at once adds no
+# throughput, only memory: each holds its decoded page and token buffers. Bodies wait their turn.
+REDUCE_SLOTS = 3
+
+
 class Fetcher:
     """The guarded session and the policy, built once per worker and shared by its fetch jobs."""
 
@@ -86,6 +91,7 @@ class Fetcher:
         self.runtime = runtime
         self.session = session
         self.policy = policy
+        self.reduce_slots = asyncio.Semaphore(REDUCE_SLOTS)
 
     async def close(self) -> None:
         await self.session.close()
@@ -217,15 +223,16 @@ async def fetch_page(job: JobContext, args: dict[str, Any]) -> dict[str, Any]:
         metrics.guardian_refusals.labels(refusal.reason).inc()
         raise
     metrics.bytes_read.observe(len(fetched.body))
-    document = await build_document(
-        fetched.body,
-        fetched.content_type,
-        fetched.final.url,
-        extract=request.extract,
-        max_chars=job.settings.fetch_max_chars,
-        cpu_budget_s=job.settings.reduce_cpu_budget_s,
-        body_truncated=fetched.truncated,
-    )
+    async with fetcher.reduce_slots:
+        document = await build_document(
+            fetched.body,
+            fetched.content_type,
+            fetched.final.url,
+            extract=request.extract,
+            max_chars=job.settings.fetch_max_chars,
+            cpu_budget_s=job.settings.reduce_cpu_budget_s,
+            body_truncated=fetched.truncated,
+        )
     if document.links:
         await job.runtime.menu.record(job.report_id, document.links)
     return {

@@ -29,6 +29,23 @@ _DOUBLE_QUOTED_END = frozenset({'"', "&"})
 _SINGLE_QUOTED_END = frozenset({"'", "&"})
 _UNQUOTED_END = frozenset(spaceCharacters | {"&", ">"})
 _DATA_END = ("&", "<", "\u0000")
+_MAX_ATTRIBUTES = 256
+_READ_ATTRIBUTES = frozenset(
+    {
+        "hidden",
+        "aria-hidden",
+        "style",
+        "href",
+        "class",
+        "id",
+        "role",
+        "itemprop",
+        "open",
+        "color",
+        "face",
+        "size",
+    }
+)
 
 # A start or end tag with nothing unusual in it (no character references, no NUL, no stray quote,
 # "=", "<" or "/") reads the same to this regular expression as to the state machine, at a tenth of
@@ -56,7 +73,13 @@ _SIMPLE_END_TAG = re.compile(f"([a-zA-Z]{_NAME})[{_WS}]*>")
 # Where raw text ends: the element's end tag, or, in a script, "<!--", after which the standard's
 # escaped states decide and the state machine takes over.
 _RAW_TEXT_END: dict[str, re.Pattern[str]] = {}
+_RUNS: dict[tuple[Any, bool], re.Pattern[str]] = {}
 _SCRIPT_ESCAPE = "<!--"
+
+
+def _no_nul(run: str) -> str:
+    # As the standard's states do: a NUL in a name or a value reads as U+FFFD.
+    return run.replace("\x00", "\ufffd") if "\x00" in run else run
 
 
 class _Discard:
@@ -99,6 +122,10 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         self._text = text
         # The per-chunk scan for invalid code points only feeds parse errors; skip it.
         self.stream.reportCharacterErrors = None
+        # A run of characters stops at the end of the stream's 10 KB chunk instead of reading on:
+        # one state call then never handles more than a chunk, so a 2 MiB attribute value or text
+        # run cannot keep the event loop waiting. Every state that reads runs loops until done.
+        self.stream.charsUntil = self._chars_until
         self.tokenQueue: deque[dict[str, Any]] = deque()
         self._pieces = False
         self._skip_end: re.Pattern[str] | None = None
@@ -106,6 +133,24 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         self._skip_then: Any = None
 
     # Positions and jumps -----------------------------------------------------------------------
+
+    def _chars_until(self, characters: Any, opposite: bool = False) -> str:
+        stream = self.stream
+        if stream.chunkOffset >= stream.chunkSize and not stream.readChunk():
+            return ""
+        key = (characters, opposite)
+        pattern = _RUNS.get(key)
+        if pattern is None:
+            escaped = "".join(f"\\x{ord(c):02x}" for c in characters)
+            pattern = _RUNS[key] = re.compile(f"[{escaped}]+" if opposite else f"[^{escaped}]+")
+        match = pattern.match(stream.chunk, stream.chunkOffset)
+        if match is None:
+            return ""
+        stream.chunkOffset = match.end()
+        return match.group()
+
+    def _at_chunk_end(self) -> bool:
+        return bool(self.stream.chunkOffset >= self.stream.chunkSize)
 
     def _position(self) -> int:
         stream = self.stream
@@ -183,15 +228,10 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
             return bool(super().tagOpenState())
         attributes: dict[str, str] = {}
         if match.group(2):
-            for attribute in _ATTRIBUTE.finditer(stream.chunk, match.start(2), match.end()):
-                name = attribute.group(1).translate(asciiUpper2Lower)
+            for name, double, single, bare in _ATTRIBUTE.findall(stream.chunk, match.start(2), match.end()):
+                name = name.translate(asciiUpper2Lower)
                 if name not in attributes:
-                    value = attribute.group(2)
-                    if value is None:
-                        value = attribute.group(3)
-                        if value is None:
-                            value = attribute.group(4) or ""
-                    attributes[name] = value
+                    attributes[name] = double or single or bare
         token = {
             "type": START_TAG,
             "name": match.group(1).translate(asciiUpper2Lower),
@@ -241,7 +281,9 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
     def tagNameState(self) -> bool:
         run = self.stream.charsUntil(_TAG_NAME_END)
         if run:
-            self.currentToken["name"] += run
+            self.currentToken["name"] += _no_nul(run)
+            if self._at_chunk_end():
+                return True
         data = self.stream.char()
         if data == ">":
             self.emitCurrentToken()
@@ -257,8 +299,11 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         attribute = self.currentToken["data"][-1]
         run = self.stream.charsUntil(_ATTRIBUTE_NAME_END)
         if run:
-            attribute[0] += run
+            attribute[0] += _no_nul(run)
+            if self._at_chunk_end():
+                return True
         attribute[0] = attribute[0].translate(asciiUpper2Lower)
+        self._bound_attributes()
         data = self.stream.char()
         if data == "=":
             self.state = self.beforeAttributeValueState
@@ -281,7 +326,9 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
     def _quoted_value(self, until: frozenset[str], quote: str) -> bool:
         run = self.stream.charsUntil(until)
         if run:
-            self.currentToken["data"][-1][1] += run
+            self.currentToken["data"][-1][1] += _no_nul(run)
+            if self._at_chunk_end():
+                return True
         data = self.stream.char()
         if data == quote:
             self.state = self.afterAttributeValueState
@@ -294,7 +341,9 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
     def attributeValueUnQuotedState(self) -> bool:
         run = self.stream.charsUntil(_UNQUOTED_END)
         if run:
-            self.currentToken["data"][-1][1] += run
+            self.currentToken["data"][-1][1] += _no_nul(run)
+            if self._at_chunk_end():
+                return True
         data = self.stream.char()
         if data == "&":
             self.processEntityInAttribute(">")
@@ -321,6 +370,28 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
                     attribute[1] = str(attribute[1])
             self._pieces = False
         super().emitCurrentToken()
+
+    def _bound_attributes(self) -> None:
+        # A tag with a million attributes becomes one dict of a million entries, built in one go
+        # when the tag ends. Past the first few hundred, only an attribute this reducer reads (and
+        # has not seen on this tag) is kept, so "hidden" at position 100,001 still hides.
+        attributes = self.currentToken["data"]
+        if len(attributes) <= _MAX_ATTRIBUTES:
+            return
+        name = attributes[-1][0]
+        if name not in _READ_ATTRIBUTES or any(kept[0] == name for kept in attributes[:-1]):
+            attributes[-1] = ["", ""]
+            if attributes[-2][0] == "":
+                del attributes[-2]
+
+    def bogusCommentState(self) -> bool:
+        # "<!x ...>" and "<?x ...>" end at the next ">", whatever lies between; found in one search.
+        position = self._position()
+        end = self._text.find(">", position)
+        self._jump(len(self._text) if end == -1 else end + 1)
+        self.tokenQueue.append({"type": COMMENT, "data": ""})
+        self.state = self.dataState
+        return True
 
     def markupDeclarationOpenState(self) -> bool:
         result: bool = super().markupDeclarationOpenState()

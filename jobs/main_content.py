@@ -25,6 +25,7 @@ from jobs.reduce import (
     BOILERPLATE_HINT,
     COMMENTS,
     CONSENT,
+    DISCARD_HINT,
     FIGURE,
     FOOTER,
     FORM,
@@ -54,7 +55,9 @@ SEMANTIC_BONUS = 1.25
 FURNITURE_COST = 0.3
 MIN_PROSE = 250.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
-TEASER_BLOCKS = 5  # blocks of a teaser card at most
+TEASER_BLOCKS = 5
+DISCARD = 150
+DISCARD_WEIGHT = 0.5  # blocks of a teaser card at most
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 LINK_LISTING = 0.4  # link share of the choice's text above which it is a listing
 
@@ -79,6 +82,8 @@ def weight(block: Block) -> float:
         prose = length * (1.0 - density)
         if block.bits & BOILERPLATE_HINT:
             prose *= 0.5
+        if block.bits & DISCARD_HINT:
+            prose *= DISCARD_WEIGHT
         if block.bits & SEMANTIC_MAIN:
             prose *= SEMANTIC_BONUS
         return prose
@@ -93,15 +98,15 @@ def select_main(reduction: Reduction) -> Selection:
     blocks = reduction.blocks
     if not blocks:
         return Selection(blocks, "full")
-    teasers = _teasers(reduction)
+    weights = [weight(block) for block in blocks]
+    for index in _teasers(reduction):
+        if weights[index] > 0:
+            weights[index] = -LINK_COST * len(blocks[index].text)
     prefix = [0.0]
     prose = [0.0]
-    for index, block in enumerate(blocks):
-        w = weight(block)
-        if index in teasers and w > 0:
-            w = -LINK_COST * len(block.text)
+    for w in weights:
         prefix.append(prefix[-1] + w)
-        prose.append(prose[-1] + max(w, 0.0))
+        prose.append(prose[-1] + (w if w > 0 else 0.0))
     best = Container(0, len(blocks), "body", -1, 0, 0, -1, 0)
     best_score = prefix[-1]
     for container in reduction.containers:
@@ -110,21 +115,29 @@ def select_main(reduction: Reduction) -> Selection:
             score == best_score and container.end - container.start > best.end - best.start
         ):
             best, best_score = container, score
-    start = _with_heading(blocks, best.start)
-    chosen = _trim([b for b in blocks[start : best.end] if _keep(b, best.bits)])
+    start = _with_heading(blocks, _lead_in(blocks, weights, best.start))
+    kept = [index for index in range(start, best.end) if _keep(blocks[index], best.bits)]
+    chosen = [blocks[index] for index in _trim(kept, blocks, weights)]
     if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
         return Selection(blocks, "full")
     return Selection(chosen, "main")
 
 
-def _trim(chosen: list[Block]) -> list[Block]:
+def _trim(kept: list[int], blocks: list[Block], weights: list[float]) -> list[int]:
     """Drop the short lines that trail the last paragraph: "Share this", "Related", "Was this
-    helpful?", a photo credit. A full sentence, a table, code or a list stays; a heading with
-    nothing after it does not."""
-    last = max((index for index, block in enumerate(chosen) if weight(block) > 0), default=None)
+    helpful?", a photo credit. A full sentence, a table, code or a list stays, and so does a
+    heading above them; a heading with nothing after it does not."""
+    last = max((position for position, index in enumerate(kept) if weights[index] > 0), default=None)
     if last is None:
-        return chosen
-    return chosen[: last + 1] + [b for b in chosen[last + 1 :] if _a_sentence(b)]
+        return kept
+    tail: list[int] = []
+    content_follows = False
+    for index in reversed(kept[last + 1 :]):
+        block = blocks[index]
+        if _a_sentence(block) or (content_follows and block.bits & HEADING):
+            tail.append(index)
+            content_follows = True
+    return kept[: last + 1] + tail[::-1]
 
 
 def _a_sentence(block: Block) -> bool:
@@ -134,26 +147,40 @@ def _a_sentence(block: Block) -> bool:
     return not block.bits & HEADING and len(text) >= 25 and text.endswith(SENTENCE_ENDS)
 
 
-def _teasers(reduction: Reduction) -> set[int]:
+def _teasers(reduction: Reduction) -> list[int]:
     """Blocks of teaser cards: a small element holding a linked headline and a blurb.
 
     "More stories" rails and index pages repeat such cards; their blurbs read like prose, but
     they belong to other pages.
     """
     blocks = reduction.blocks
+    headlines = [0]
+    for block in blocks:
+        headlines.append(headlines[-1] + _linked_headline(block))
+    if not headlines[-1]:
+        return []
     found: set[int] = set()
     for container in reduction.containers:
-        if container.end - container.start > TEASER_BLOCKS:
-            continue
-        card = range(container.start, container.end)
-        if any(_linked_headline(blocks[index]) for index in card):
-            found.update(card)
-    return found
+        if (
+            container.end - container.start <= TEASER_BLOCKS
+            and headlines[container.end] > headlines[container.start]
+        ):
+            found.update(range(container.start, container.end))
+    return sorted(found)
 
 
 def _linked_headline(block: Block) -> bool:
+    if not block.bits & HEADING:
+        return False
     length = len(block.text)
-    return length >= 15 and block.link_chars > LINK_DENSE * length and (block.bits & HEADING) != 0
+    return length >= 15 and block.link_chars > LINK_DENSE * length
+
+
+def _lead_in(blocks: list[Block], weights: list[float], start: int) -> int:
+    """Take in prose just before the container: a standfirst or a lead set apart from the body."""
+    while start > 0 and weights[start - 1] > 0 and not blocks[start - 1].bits & FURNITURE:
+        start -= 1
+    return start
 
 
 def _with_heading(blocks: list[Block], start: int) -> int:
@@ -181,6 +208,10 @@ def _keep(block: Block, base_bits: int) -> bool:
         return False
     relative = block.bits & ~base_bits
     if relative & FURNITURE:
+        return False
+    # A byline, a date, a credit, a share prompt: short lines in parts named for them. A long
+    # paragraph in such a part is more likely an article that was named carelessly.
+    if relative & DISCARD_HINT and length < DISCARD:
         return False
     return not (relative & BOILERPLATE_HINT and (length < LONG or density >= LINK_POOR))
 

@@ -47,6 +47,7 @@ HEADING = 1 << 20
 QUOTE = 1 << 21
 FIGURE = 1 << 22
 COMMENTS = 1 << 23
+DISCARD_HINT = 1 << 24
 
 _NOT_TEXT = DROP | HIDDEN | TITLE
 _ROLE_BITS = {
@@ -90,6 +91,13 @@ _NAME_BITS = {
     "plaintext": PRE,
     "textarea": PRE,
 }
+_CLOSERS = (
+    el.CLOSES_P
+    | el.HEADINGS
+    | el.CELLS
+    | {"li", "dd", "dt", "a", "tr", "tbody", "thead", "tfoot", "option", "optgroup"}
+)
+_RAW_TEXT = el.RCDATA | el.RAWTEXT | {"script", "plaintext"}
 _LISTS = frozenset({"ol", "ul", "menu"})
 _DEFINITION_LISTS = frozenset({"dl"})
 _BUTTON_SCOPE = el.SCOPE_BOUNDARY | {"button"}
@@ -102,12 +110,12 @@ _MAX_WALK = 256
 _MAX_DEPTH = 512
 # A page with more blocks than this is not a document a reader reads; it stops there, truncated,
 # which bounds the work after reduction (selection, joining) as the CPU budget bounds the rest.
-_MAX_BLOCKS = 20_000
+_MAX_BLOCKS = 5_000
 # One block is flushed at this size, so no single flush (collapse, invisible scan) stalls the loop.
 _MAX_BLOCK_CHARS = 65_536
 _MAX_TITLE = 1000
 _MAX_HREFS = 5000
-_CHECK_EVERY = 16  # tokenizer steps between clock reads
+_CHECK_EVERY = 8  # tokenizer steps between clock reads
 
 
 @dataclass(slots=True)
@@ -315,17 +323,19 @@ class Reducer:
             self._pieces = []
         if not self._lines:
             return
-        raw = "\n".join(self._lines)
+        lines = self._lines
         self._lines = []
-        raw, invisible = strip_invisible(raw)
-        self._hidden += invisible
+        cleaned: list[str] = []
+        for line in lines:
+            line, invisible = strip_invisible(line)
+            self._hidden += invisible
+            cleaned.append(line)
         if self._block_bits & PRE:
-            text = raw[1:] if raw.startswith("\n") else raw
-            text = text.rstrip()
-        elif "\n" in raw:
-            text = "\n".join(line for line in (" ".join(part.split()) for part in raw.split("\n")) if line)
+            text = "\n".join(cleaned)
+            text = (text[1:] if text.startswith("\n") else text).rstrip()
         else:
-            text = " ".join(raw.split())
+            # Whitespace collapses within a line; a <br> is a line of its own.
+            text = "\n".join(line for line in (" ".join(part.split()) for part in cleaned) if line)
         if not text:
             if not self._pending:
                 self._pending = self._block_sep
@@ -366,6 +376,39 @@ class Reducer:
             if name != "head" and attrs and attributes_hide(attrs):
                 self._hide_root()
             return
+        if name in _CLOSERS:
+            self._close_implied(name)
+        if name in _RAW_TEXT:
+            self._switch_tokenizer(name)
+        bits = self._bits
+        own = bits | _NAME_BITS.get(name, 0)
+        if name in el.DROPPED:
+            own |= DROP
+            if name in el.FOREIGN_ROOTS:
+                own |= FOREIGN
+        elif name == "title":
+            if self._title is None and not bits & (DROP | HIDDEN):
+                self._title = []
+                own |= TITLE
+            else:
+                own |= DROP
+        if name == "header" and not own & (ARTICLE | MAIN):
+            own |= HEADER
+        if attrs and not own & DROP:
+            own = self._attribute_bits(name, attrs, own)
+        if name == "dialog" and "open" not in attrs:
+            own |= HIDDEN
+        kind = self._kind
+        if name in el.BLOCK:
+            self._boundary("\n")
+            kind = name
+        elif name in el.CELLS:
+            self._boundary("\t")
+            kind = name
+        self._push(name, own, kind, kind is name)
+
+    def _close_implied(self, name: str) -> None:
+        """The end tags a start tag implies: a block ends a <p>, an <li> the previous <li>..."""
         counts = self._counts
         if name in el.CLOSES_P and counts.get("p"):
             self._close_in_scope("p", _BUTTON_SCOPE)
@@ -385,31 +428,6 @@ class Reducer:
             self._close_table_parts(name)
         elif (name == "option" or name == "optgroup") and counts.get("option"):
             self._close_in_scope("option", el.SPECIAL)
-        self._switch_tokenizer(name)
-        bits = self._bits
-        own = bits | _NAME_BITS.get(name, 0)
-        if name in el.DROPPED:
-            own |= DROP
-            if name in el.FOREIGN_ROOTS:
-                own |= FOREIGN
-        elif name == "title":
-            if self._title is None and not bits & (DROP | HIDDEN):
-                self._title = []
-                own |= TITLE
-            else:
-                own |= DROP
-        if attrs and not own & DROP:
-            own = self._attribute_bits(name, attrs, own)
-        if name == "dialog" and "open" not in attrs:
-            own |= HIDDEN
-        kind = self._kind
-        if name in el.BLOCK:
-            self._boundary("\n")
-            kind = name
-        elif name in el.CELLS:
-            self._boundary("\t")
-            kind = name
-        self._push(name, own, kind, kind is name)
 
     def _attribute_bits(self, name: str, attrs: dict[str, str], own: int) -> int:
         if attributes_hide(attrs):
@@ -423,8 +441,6 @@ class Reducer:
         role = attrs.get("role")
         if role:
             own |= _ROLE_BITS.get(role.strip().lower(), 0)
-        if name == "header" and not own & (ARTICLE | MAIN):
-            own |= HEADER
         if attrs.get("itemprop", "").lower() == "articlebody":
             own |= CONTENT_HINT
         if name in _HINTED:
@@ -489,6 +505,11 @@ class Reducer:
         self._block_id = block_id
 
     def _end(self, name: str) -> None:
+        stack = self._stack
+        if stack and stack[-1].name == name:
+            # The common case: the end tag closes the element just opened.
+            self._pop_to(len(stack) - 1)
+            return
         if name in el.VOID or name in ("html", "body", "head"):
             if name == "br":
                 self._line_break()
@@ -594,6 +615,8 @@ def _hint_bits(names: str) -> int:
         bits |= CONSENT
     if el.COMMENT_WORDS.search(lowered):
         bits |= COMMENTS
+    if el.DISCARD_PARTS.search(lowered):
+        bits |= DISCARD_HINT
     return bits
 
 

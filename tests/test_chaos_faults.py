@@ -130,7 +130,11 @@ async def test_workers_ride_out_redis_restarts_while_idle_and_while_jobs_are_que
 @contextlib.asynccontextmanager
 async def search_worker(settings: Settings, base_url: str, timeout_s: float) -> AsyncIterator[ResearchClient]:
     s = dataclasses.replace(
-        settings, openrouter_base_url=base_url, openrouter_api_key=Secret(KEY), search_timeout_s=timeout_s
+        settings,
+        openrouter_base_url=base_url,
+        openrouter_api_key=Secret(KEY),
+        search_timeout_s=timeout_s,
+        usage_source=f"src-{settings.worker_id}",  # carries the test token, so cleanup finds it
     )
     async with running_worker(s, [WEB_SEARCH]), ResearchClient(settings=s, wait_s=timeout_s + 30) as client:
         yield client

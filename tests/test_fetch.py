@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.fetching import fetch_settings, fetching
-from tests.support.processes import ROOT, settings_env, stop, wait_healthy
+from tests.support.processes import ROOT, forget_jobs, settings_env, stop, wait_healthy
 from tests.support.tls import TestCA, serve
 from worker.config import Settings
 
@@ -342,8 +342,10 @@ async def test_the_fetch_command_seeds_enqueues_waits_and_prints_the_result(
         )
         out_refused, _ = await asyncio.wait_for(refused.communicate(), 60)
     result = json.loads(out)
+    refusal = json.loads(out_refused)
+    forget_jobs(worker_process, [result["job_id"], refusal["job_id"]])
     assert proc.returncode == 0
     assert result["ok"] is True
     assert "Body text." in result["text"]
     assert refused.returncode == 1
-    assert json.loads(out_refused)["error"]["kind"] == "url_not_in_menu"
+    assert refusal["error"]["kind"] == "url_not_in_menu"

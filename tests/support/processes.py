@@ -109,3 +109,20 @@ def worker_processes(
     finally:
         for proc in procs:
             stop(proc)
+
+
+def forget_jobs(settings: Settings, job_ids: list[str]) -> None:
+    """Delete the keys of jobs whose ids carry no test token (jobs enqueued by the real CLI)."""
+    client = syncredis.Redis.from_url(settings.redis_url or "")
+    try:
+        for job_id in job_ids:
+            client.delete(
+                *(
+                    f"{prefix}{job_id}"
+                    for prefix in ("arq:job:", "arq:result:", "arq:retry:", "arq:in-progress:")
+                ),
+                keys.result(job_id),
+                keys.done(job_id),
+            )
+    finally:
+        client.close()

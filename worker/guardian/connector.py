@@ -105,8 +105,8 @@ def guarded_session(
         # Every new connection resolves through the guard; a cache would only add a second
         # place where an answer lives.
         use_dns_cache=False,
+        # A job holds at most one connection at a time, so max_jobs bounds connections per host.
         limit=max(32, settings.max_jobs * 2),
-        limit_per_host=8,
         enable_cleanup_closed=True,
     )
     return aiohttp.ClientSession(

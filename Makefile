@@ -1,0 +1,28 @@
+# Shortcuts; each target is one documented command.
+PY ?= .venv/bin/python
+
+.PHONY: install test lint chaos chaos-short bench
+
+install:
+	python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]'
+
+test:
+	$(PY) -m pytest
+
+lint:
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m mypy
+
+# The fault and load suite, full size (a few minutes); CI runs `chaos-short`.
+chaos:
+	$(PY) -m pytest -m chaos -o addopts="" -s
+
+chaos-short:
+	$(PY) -m pytest -m chaos -o addopts="" --chaos-short
+
+# Every benchmark, each printing its figures beside its anchor.
+bench:
+	$(PY) bench/roundtrip.py
+	$(PY) bench/fetch_throughput.py
+	$(PY) bench/loop_lag.py
+	$(PY) bench/extraction.py
+	$(PY) bench/scale.py
