@@ -37,13 +37,13 @@ LINK_BATCH = 100
 
 @dataclass(frozen=True)
 class Document:
-    content_type: str
-    title: str
-    text: str
-    truncated: bool
-    links: list[str]
-    hidden_removed: int
-    extraction: str
+    content_type: str  # the MIME type, declared or (when undeclared) sniffed, without parameters
+    title: str  # the HTML <title>, whitespace collapsed; "" when none and for other text types
+    text: str  # readable text (HTML), or the body as served after decoding; at most max_chars
+    truncated: bool  # the body was cut, the text was cut, or the reduction stopped early
+    links: list[str]  # canonical https URLs, distinct, in page order, at most 500
+    hidden_removed: int  # characters of hidden text and invisible characters removed
+    extraction: str  # "main" or "full"
 
 
 async def build_document(
@@ -56,6 +56,7 @@ async def build_document(
     cpu_budget_s: float,
     body_truncated: bool,
 ) -> Document:
+    """Raise UnsupportedContentType when the body is not text: declared so, or sniffed so."""
     essence, charset = _text_type(body, content_type)
     flavor = _flavor(essence)
     decoded = decode(body, charset, flavor)
@@ -148,6 +149,9 @@ def cut_text(text: str, max_chars: int) -> str:
     if len(text) <= max_chars:
         return text
     end = max_chars
-    while end > 0 and (unicodedata.combining(text[end]) or text[end] in "\u200d\ufe0f"):
+    # Back off to the start of the character's cluster, but not forever: a "cluster" of thousands
+    # of stacked accents is an attack on renderers, and is cut like anything else.
+    floor = max(0, max_chars - 32)
+    while end > floor and (unicodedata.combining(text[end]) or text[end] in "\u200d\ufe0f"):
         end -= 1
-    return text[:end]
+    return text[:end] if end > floor else text[:max_chars]

@@ -4,15 +4,20 @@ Boilerplate classifiers (jusText, boilerpipe, trafilatura) judge blocks of text 
 link density; Readability judges containers by the good text they hold. This does both, in linear
 time, on the reducer's output:
 
-1. Each block gets a weight: long, link-poor prose counts for its length; link lists, navigation,
-   page header and footer, asides, forms and consent banners count against.
+1. Each block gets a weight: long, link-poor prose counts for its length (less in parts named like
+   furniture, more inside <main> or <article>); link lists, navigation, the page's header and
+   footer, asides, forms, consent banners, comments and the blurbs of teaser cards count against.
 2. Every block-level element holds a contiguous range of blocks, so its total weight is a
    difference of prefix sums; the element with the highest total is the main content's container.
-3. Inside it, blocks that are boilerplate relative to it (a share bar, a related-links list, a
-   newsletter form) are dropped; headings, lists, tables and code stay.
-4. When what remains is implausibly small next to the page's readable text (an index page, a
-   product page, a registry record made of table cells), the full text is returned instead, as
-   extraction "full": the agent must never lose the evidence to a wrong guess.
+   Prose just before it (a standfirst) and the headline above that are taken in.
+3. Inside it, what is furniture relative to it is dropped (a share bar, a related-links list, a
+   byline, a newsletter form, captions), and so are the short lines that trail the last paragraph;
+   headings, lists, tables and code stay.
+4. When the choice is implausible next to the page's readable text (an index page, a product
+   page, a registry record made of table cells), the full text is returned instead, as extraction
+   "full": the agent must never lose the evidence to a wrong guess.
+
+The constants were set on the development corpora (bench/extraction.py); none names a site.
 """
 
 from __future__ import annotations
@@ -43,23 +48,25 @@ from jobs.reduce import (
 
 # Structure that marks a block as page furniture wherever it sits.
 FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
-LONG = 60  # characters: a block this long with few links reads as prose, in any script
-LINK_DENSE = 0.5
-LINK_POOR = 0.3
-PARAGRAPH_LINK_DENSE = 0.8
-SHORT_PENALTY = 2.0
-LINK_COST = 0.3
-LINKED_HEADING_COST = 3.0
 SEMANTIC_MAIN = MAIN | ARTICLE
-SEMANTIC_BONUS = 1.25
-FURNITURE_COST = 0.3
+
+LONG = 60  # characters: a block this long with few links reads as prose, in any script
+LINK_POOR = 0.3  # link share of a block below which its text is its own
+LINK_DENSE = 0.5  # link share above which a block is navigation...
+PARAGRAPH_LINK_DENSE = 0.8  # ...unless it is a real paragraph ("read the full report here")
+HINTED_PROSE = 0.5  # weight of prose in a part whose class or id names furniture
+SEMANTIC_BONUS = 1.25  # weight of prose inside <main> or <article>
+SHORT_PENALTY = 2.0  # each short line: many of them make a menu, not an article
+LINK_COST = 0.3  # per character of link text (and of a teaser's blurb)
+LINKED_HEADING_COST = 3.0  # per character of a headline that is a link: a teaser for another page
+FURNITURE_COST = 0.3  # per character inside navigation, header, footer, aside, forms, comments
+TEASER_BLOCKS = 5  # blocks of a teaser card at most: a linked headline, a blurb, a date
+DISCARD_BELOW = 150  # characters: a line this short in a part named "byline", "share"... goes
+CAPTION_KEEP = 200  # characters: a caption this long is a paragraph of its own
 MIN_PROSE = 250.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
-TEASER_BLOCKS = 5
-DISCARD = 150
-DISCARD_WEIGHT = 0.5  # blocks of a teaser card at most
-SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 LINK_LISTING = 0.4  # link share of the choice's text above which it is a listing
+SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class Selection:
 
 
 def weight(block: Block) -> float:
+    """How much a block argues for the container around it being the main content."""
     length = len(block.text)
     density = min(1.0, block.link_chars / length) if length else 1.0
     if density > LINK_DENSE:
@@ -81,9 +89,9 @@ def weight(block: Block) -> float:
     if length >= LONG and density < LINK_POOR:
         prose = length * (1.0 - density)
         if block.bits & BOILERPLATE_HINT:
-            prose *= 0.5
+            prose *= HINTED_PROSE
         if block.bits & DISCARD_HINT:
-            prose *= DISCARD_WEIGHT
+            prose *= HINTED_PROSE
         if block.bits & SEMANTIC_MAIN:
             prose *= SEMANTIC_BONUS
         return prose
@@ -204,14 +212,14 @@ def _keep(block: Block, base_bits: int) -> bool:
     if density > (PARAGRAPH_LINK_DENSE if block.kind == "p" and length >= 40 else LINK_DENSE):
         return False
     # Captions and photo credits describe the pictures, which the agent does not get.
-    if block.kind == "figcaption" or block.bits & FIGURE:
+    if (block.kind == "figcaption" or block.bits & FIGURE) and length < CAPTION_KEEP:
         return False
     relative = block.bits & ~base_bits
     if relative & FURNITURE:
         return False
     # A byline, a date, a credit, a share prompt: short lines in parts named for them. A long
     # paragraph in such a part is more likely an article that was named carelessly.
-    if relative & DISCARD_HINT and length < DISCARD:
+    if relative & DISCARD_HINT and length < DISCARD_BELOW:
         return False
     return not (relative & BOILERPLATE_HINT and (length < LONG or density >= LINK_POOR))
 

@@ -150,7 +150,7 @@ class Reduction:
     hrefs: list[str]  # distinct raw href values of visible links, in page order
     base_href: str | None
     hidden_removed: int
-    complete: bool  # False when stopped early (CPU budget)
+    complete: bool  # False when stopped early: the CPU budget, or the block cap
 
 
 @dataclass(slots=True)
@@ -165,6 +165,9 @@ class _Open:
 
 
 class Reducer:
+    """One document's reduction: ``run`` it until it says done (or the budget says stop), then
+    take its ``result``."""
+
     def __init__(self, html: str) -> None:
         self._tokenizer = StreamingTokenizer(html)
         self._stack: list[_Open] = []
@@ -239,8 +242,8 @@ class Reducer:
         self._finished = True
 
     def result(self) -> Reduction:
-        title = " ".join("".join(self._title or ()).split())
-        title, invisible = strip_invisible(title)
+        title, invisible = strip_invisible("".join(self._title or ()))
+        title = " ".join(title.split())
         return Reduction(
             blocks=self._blocks,
             containers=self._containers,

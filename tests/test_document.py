@@ -7,6 +7,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.document import Document, build_document, cut_text
 from tests.support.hostile_pages import PAGES
@@ -177,3 +179,46 @@ async def test_the_event_loop_keeps_turning_while_a_hostile_page_is_reduced() ->
     # other processes share the machine; bench/loop_lag.py measures the real figure.
     assert len(gaps) > 20
     assert max(gaps) < 0.25
+
+
+MARKUP = st.lists(
+    st.sampled_from(
+        [
+            "<p>",
+            "</p>",
+            "<div hidden>",
+            "</div>",
+            '<a href="/x">',
+            '<a href="http://insecure/">',
+            "</a>",
+            "<svg>",
+            "<template>",
+            "<script>",
+            "</script>",
+            "<table><tr><td>",
+            "<pre>",
+            "<br>",
+            "&amp;",
+            "\u200b",
+            "\u0301",
+            "word ",
+            "longer words of text ",
+            "<!--",
+            "-->",
+        ]
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MARKUP, st.integers(min_value=1, max_value=200), st.sampled_from(["main", "full"]))
+def test_the_reducer_never_raises_and_never_exceeds_its_bounds_on_random_markup(
+    fragments: list[str], max_chars: int, extract: str
+) -> None:
+    document = asyncio.run(build("".join(fragments).encode(), extract=extract, max_chars=max_chars))
+    assert len(document.text) <= max_chars
+    assert len(document.links) <= 500
+    assert all(link.startswith("https://") for link in document.links)
+    assert document.extraction in ("main", "full")
+    assert document.hidden_removed >= 0

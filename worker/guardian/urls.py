@@ -119,7 +119,12 @@ def canonical_url(raw: str) -> str | None:
         return None
 
 
+ASCII_FORBIDDEN = re.compile(r"[\x00-\x20\x7f\\]")
+
+
 def refuse_hidden_characters(raw: str) -> None:
+    if raw.isascii() and ASCII_FORBIDDEN.search(raw) is None:
+        return  # the common case, decided without a per-character loop
     for ch in raw:
         code = ord(ch)
         if code <= 0x20 or code == 0x7F or 0x80 <= code <= 0x9F or ch.isspace():
