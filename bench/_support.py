@@ -109,3 +109,14 @@ def wait_for_port(port: int, timeout_s: float = 30) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory (VmHWM), in MB; NaN when it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._support import (
     free_port,
+    peak_rss_mb,
     private_redis,
     start_module,
     stop,
@@ -38,13 +39,6 @@ from bench._support import (
 from jobs.document import build_document
 from worker.client import ResearchClient
 from worker.config import Settings
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def bare(port: int, bundle: Path, jobs: int, concurrency: int) -> float:

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._support import (
     commands_processed,
     free_port,
+    peak_rss_mb,
     private_redis,
     start_module,
     stop,
@@ -37,16 +38,6 @@ from bench._support import (
 from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
-
-
-def peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 async def run_workload(

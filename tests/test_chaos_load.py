@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bench._support import free_port, wait_for_port, write_test_ca
+from bench._support import free_port, peak_rss_mb, wait_for_port, write_test_ca
 from tests.support.processes import ROOT, start_worker, stop, wait_healthy
 from worker import keys
 from worker.client import ResearchClient
@@ -44,13 +44,6 @@ def page_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def job_url(i: int, port: int) -> str:
