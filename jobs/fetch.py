@@ -79,11 +79,6 @@ class Fetched:
     redirects: int
 
 
-# Reduction is CPU-bound and yields to the loop in slices, so more than a few at once adds no
-# throughput, only memory: each holds its decoded page and token buffers. Bodies wait their turn.
-REDUCE_SLOTS = 3
-
-
 class Fetcher:
     """The guarded session and the policy, built once per worker and shared by its fetch jobs."""
 
@@ -91,7 +86,9 @@ class Fetcher:
         self.runtime = runtime
         self.session = session
         self.policy = policy
-        self.reduce_slots = asyncio.Semaphore(REDUCE_SLOTS)
+        # Reduction is CPU-bound and yields to the loop in slices, so more than a few at once adds
+        # no throughput, only memory (each holds its decoded page and token buffers).
+        self.reduce_slots = asyncio.Semaphore(runtime.settings.reduce_slots)
 
     async def close(self) -> None:
         await self.session.close()

@@ -7,6 +7,7 @@ the variable, so a misconfigured replica stops at start-up instead of failing jo
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -116,8 +117,16 @@ class Settings:
         return max(self.fetch_deadline_s, self.search_deadline_s) + 10.0
 
     @property
+    def reduce_slots(self) -> int:
+        """Reductions one worker runs at once: CPU-bound, so more would only add memory."""
+        return 3
+
+    @property
     def fetch_deadline_s(self) -> float:
-        return self.fetch_timeout_s + self.reduce_cpu_budget_s + 2.0
+        # The network's bound, then the wait for a reduce slot behind the other jobs, then its own
+        # CPU budget: a page that arrived in time is never lost to a queue of heavy pages.
+        waiting = math.ceil(self.max_jobs / self.reduce_slots) * self.reduce_cpu_budget_s
+        return self.fetch_timeout_s + waiting + self.reduce_cpu_budget_s + 2.0
 
     @property
     def search_deadline_s(self) -> float:
