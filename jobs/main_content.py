@@ -22,7 +22,8 @@ The constants were set on the development corpora (bench/extraction.py); none na
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from jobs.reduce import (
     ARTICLE,
@@ -49,6 +50,9 @@ from jobs.reduce import (
 # Structure that marks a block as page furniture wherever it sits.
 FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
 SEMANTIC_MAIN = MAIN | ARTICLE
+# Furniture an element can only claim by its name or role: when it holds most of the page, it is
+# a wrapper, not furniture.
+WRAPPING = NAV | ASIDE | FOOTER | HEADER | FORM
 
 LONG = 60  # characters: a block this long with few links reads as prose, in any script
 LINK_POOR = 0.3  # link share of a block below which its text is its own
@@ -65,7 +69,9 @@ DISCARD_BELOW = 150  # characters: a line this short in a part named "byline", "
 CAPTION_KEEP = 200  # characters: a caption this long is a paragraph of its own
 MIN_PROSE = 250.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
-LINK_LISTING = 0.4  # link share of the choice's text above which it is a listing
+WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
+LINK_LISTING = 0.5
+HEADER_GAP = 8  # link share of the choice's text above which it is a listing
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 
 
@@ -103,7 +109,7 @@ def select_full(reduction: Reduction) -> Selection:
 
 
 def select_main(reduction: Reduction) -> Selection:
-    blocks = reduction.blocks
+    blocks = _unwrapped(reduction)
     if not blocks:
         return Selection(blocks, "full")
     weights = [weight(block) for block in blocks]
@@ -123,29 +129,116 @@ def select_main(reduction: Reduction) -> Selection:
             score == best_score and container.end - container.start > best.end - best.start
         ):
             best, best_score = container, score
-    start = _with_heading(blocks, _lead_in(blocks, weights, best.start))
-    kept = [index for index in range(start, best.end) if _keep(blocks[index], best.bits)]
-    chosen = [blocks[index] for index in _trim(kept, blocks, weights)]
+    span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
+    kept = [index for index in span if _keep(blocks[index], best.bits)]
+    kept = _without_orphans(kept, blocks, weights, best.end)
+    chosen = [blocks[index] for index in _trim(kept, blocks, weights, best.bits)]
     if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
         return Selection(blocks, "full")
     return Selection(chosen, "main")
 
 
-def _trim(kept: list[int], blocks: list[Block], weights: list[float]) -> list[int]:
+def _unwrapped(reduction: Reduction) -> list[Block]:
+    """The blocks, with the furniture bits of wrappers cleared.
+
+    A <form> around the whole page (ASP.NET pages, forums) or a <header> left unclosed holds the
+    article too; what holds most of the page's text is the page, not its furniture.
+    """
+    blocks = reduction.blocks
+    chars = [0]
+    for block in blocks:
+        chars.append(chars[-1] + len(block.text))
+    wrappers = [
+        container
+        for container in reduction.containers
+        if container.own_bits & WRAPPING
+        and not container.own_bits & (COMMENTS | CONSENT)
+        and chars[container.end] - chars[container.start] > WRAPPER_SHARE * chars[-1]
+    ]
+    if not wrappers:
+        return blocks
+    # Each holds more than half of the text, so they overlap, and elements that overlap nest:
+    # the mask is constant between consecutive boundaries.
+    bounds = sorted({b for c in wrappers for b in (c.start, c.end)})
+    unwrapped = list(blocks)
+    for low, high in pairwise(bounds):
+        mask = 0
+        for container in wrappers:
+            if container.start <= low and high <= container.end:
+                mask |= container.own_bits & WRAPPING
+        for index in range(low, high):
+            if blocks[index].bits & mask:
+                unwrapped[index] = replace(blocks[index], bits=blocks[index].bits & ~mask)
+    return unwrapped
+
+
+def _without_orphans(kept: list[int], blocks: list[Block], weights: list[float], end: int) -> list[int]:
+    """Drop headings and short labels whose own content was dropped: "More on this", "Related
+    links", "About the author" over a list of links or a byline, and the labels over those. Above
+    the first paragraph the headline and standfirst stand over a dropped byline and stay; a
+    picture between a heading and its text does not orphan it."""
+    first_prose = next((index for index in kept if weights[index] > 0), end)
+    survivors: set[int] = set()
+    for index in reversed(kept):
+        if index > first_prose and _a_label(blocks[index]):
+            following = index + 1
+            while following < end and _illustration(blocks[following]):
+                following += 1
+            if following < end and following not in survivors:
+                continue
+        survivors.add(index)
+    return [index for index in kept if index in survivors]
+
+
+def _a_label(block: Block) -> bool:
+    text = block.text.rstrip()
+    if len(text) >= LONG:
+        return False
+    if block.bits & HEADING:
+        return True
+    # A short cell, list item or line of code is content of its own, sentence or not.
+    return not block.bits & (TABLE | PRE | LIST) and not text.endswith(SENTENCE_ENDS)
+
+
+def _illustration(block: Block) -> bool:
+    return block.kind == "figcaption" or bool(block.bits & FIGURE)
+
+
+def _trim(kept: list[int], blocks: list[Block], weights: list[float], base_bits: int) -> list[int]:
     """Drop the short lines that trail the last paragraph: "Share this", "Related", "Was this
-    helpful?", a photo credit. A full sentence, a table, code or a list stays, and so does a
-    heading above them; a heading with nothing after it does not."""
-    last = max((position for position, index in enumerate(kept) if weights[index] > 0), default=None)
+    helpful?", a photo credit, and whatever trails it in parts named like furniture (an author's
+    bio, a newsletter pitch), however long. A full sentence, a table, code or a list stays, and so
+    does a heading above them; a heading with nothing after it does not."""
+    last = max(
+        (
+            position
+            for position, index in enumerate(kept)
+            if weights[index] > 0 and not _hinted(blocks[index], base_bits)
+        ),
+        default=None,
+    )
     if last is None:
         return kept
+    # Named parts after the article's text are its furniture only when they are the lesser part:
+    # otherwise it is the text that sits in a carelessly named part.
+    prose = [max(0.0, weights[index]) for index in kept]
+    strict = sum(prose[last + 1 :]) < sum(prose[: last + 1])
+    if not strict:
+        last = max(position for position, index in enumerate(kept) if weights[index] > 0)
     tail: list[int] = []
     content_follows = False
     for index in reversed(kept[last + 1 :]):
         block = blocks[index]
+        if strict and _hinted(block, base_bits):
+            continue
         if _a_sentence(block) or (content_follows and block.bits & HEADING):
             tail.append(index)
             content_follows = True
     return kept[: last + 1] + tail[::-1]
+
+
+def _hinted(block: Block, base_bits: int) -> bool:
+    return bool(block.bits & ~base_bits & (DISCARD_HINT | BOILERPLATE_HINT))
 
 
 def _a_sentence(block: Block) -> bool:
@@ -184,24 +277,27 @@ def _linked_headline(block: Block) -> bool:
     return length >= 15 and block.link_chars > LINK_DENSE * length
 
 
-def _lead_in(blocks: list[Block], weights: list[float], start: int) -> int:
-    """Take in prose just before the container: a standfirst or a lead set apart from the body."""
-    while start > 0 and weights[start - 1] > 0 and not blocks[start - 1].bits & FURNITURE:
-        start -= 1
-    return start
-
-
-def _with_heading(blocks: list[Block], start: int) -> int:
-    """Reach back over a byline or a date to the headline just before the container, if any."""
-    for index in range(start - 1, max(-1, start - 5), -1):
+def _header(blocks: list[Block], weights: list[float], start: int) -> list[int]:
+    """The article's own blocks just before the container: prose that runs into it (a standfirst,
+    a lead set apart) and the headings above, up to the headline, over a byline, a date or a
+    picture in between, which stay out."""
+    taken: list[int] = []
+    gap = 0
+    index = start - 1
+    while index >= 0 and gap < HEADER_GAP:
         block = blocks[index]
         if block.bits & FURNITURE or block.link_chars > len(block.text) * LINK_DENSE:
-            return start
-        if block.bits & HEADING:
-            return index
-        if len(block.text) >= LONG:
-            return start
-    return start
+            break
+        heading = bool(block.bits & HEADING)
+        if heading or (weights[index] > 0 and gap == 0):
+            taken.append(index)
+            gap = 0
+            if heading and weights[index] <= 0:
+                break  # a short headline tops the article
+        else:
+            gap += 1
+        index -= 1
+    return taken[::-1]
 
 
 def _keep(block: Block, base_bits: int) -> bool:

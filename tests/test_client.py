@@ -68,3 +68,19 @@ async def test_a_job_id_cannot_be_enqueued_twice(settings: Settings, token: str,
         await client.enqueue("echo", {"report_id": report}, job_id=f"{token}-dup")
         with pytest.raises(ValueError, match="already exists"):
             await client.enqueue("echo", {"report_id": report}, job_id=f"{token}-dup")
+
+
+async def test_every_client_waiting_on_a_job_wakes_with_its_result(
+    settings: Settings, token: str, report: str
+) -> None:
+    async with (
+        running_worker(settings, TEST_TOOLS),
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=20) as first,
+        ResearchClient(settings=settings, wait_s=20) as second,
+    ):
+        job_id = await first.enqueue("slow", {"report_id": report, "seconds": 0.5})
+        results = await asyncio.gather(
+            first.wait(job_id, fresh=True), second.wait(job_id, fresh=True), first.wait(job_id, fresh=True)
+        )
+    assert [r["ok"] for r in results] == [True, True, True]
+    assert {r["job_id"] for r in results} == {job_id}

@@ -141,3 +141,60 @@ async def test_the_cap_applies_after_selection_so_boilerplate_cannot_crowd_out_t
     document = await main_of(huge_nav + "</ul></nav>" + article(), max_chars=400)
     assert document.text.startswith("River path to grow\n" + PARAGRAPHS[0])
     assert document.truncated
+
+
+async def test_a_form_around_the_whole_page_is_the_page_not_a_form() -> None:
+    # ASP.NET pages and forums wrap everything in one <form>; its article is still the article.
+    document = await main_of("<form id=aspnetForm>" + page(article()) + "</form>")
+    assert document.extraction == "main"
+    assert document.text == "River path to grow\n" + "\n".join(PARAGRAPHS)
+
+
+async def test_a_header_left_unclosed_does_not_swallow_the_article() -> None:
+    html = (
+        "<html><body><header><div class=logo>Town News</div>"
+        f"<nav><ul>{NAV}</ul></nav>{article()}"
+        f"<footer><ul>{FOOTER}</ul></footer></body></html>"
+    )
+    document = await main_of(html)
+    assert document.extraction == "main"
+    assert document.text == "River path to grow\n" + "\n".join(PARAGRAPHS)
+
+
+async def test_a_related_links_block_inside_the_article_goes_with_its_heading() -> None:
+    related = (
+        "<h2>More on this</h2><ul>"
+        + "".join(f'<li><a href="/more/{i}">Another river story number {i}</a></li>' for i in range(5))
+        + "</ul>"
+    )
+    body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
+    document = await main_of(page(f"<article><h1>River path to grow</h1>{body[:-4]}{related}{body}</article>"))
+    assert document.extraction == "main"
+    assert "More on this" not in document.text
+    assert "Another river story" not in document.text
+    assert PARAGRAPHS[3] in document.text
+
+
+async def test_an_author_bio_after_the_last_paragraph_is_dropped_however_long() -> None:
+    bio = (
+        "<div class=author-bio><p>Jane Doe has covered the town council, its budgets and its "
+        "rivers for twenty years, and before that wrote about farming, weather and the regional "
+        "railway for a paper that no longer exists.</p></div>"
+    )
+    document = await main_of(page(article(bio)))
+    assert document.extraction == "main"
+    assert "Jane Doe" not in document.text
+    assert document.text.endswith(PARAGRAPHS[3])
+
+
+async def test_the_headline_and_standfirst_stay_and_the_byline_between_them_and_the_body_goes() -> None:
+    standfirst = "The extension, approved on Tuesday, adds two kilometres along the old mill race."
+    head = (
+        f"<h1>River path to grow</h1><h2>{standfirst}</h2>"
+        "<figure><img src=a.jpg><figcaption>The path in winter.</figcaption></figure>"
+        "<div>By Jane Doe</div><div>12 March 2024</div>"
+    )
+    body = "<div class=body>" + "".join(f"<p>{p}</p>" for p in PARAGRAPHS) + "</div>"
+    document = await main_of(page(head + body + f"<ul>{NAV}</ul>"))
+    assert document.extraction == "main"
+    assert document.text == "\n".join(["River path to grow", standfirst, *PARAGRAPHS])

@@ -95,3 +95,15 @@ async def blocking_pop(redis: Redis, key: str, timeout_s: float) -> bytes | None
         "BLPOP", key, f"{max(timeout_s, 0.001):.3f}"
     )
     return None if reply is None else bytes(reply[1])
+
+
+async def blocking_peek(redis: Redis, key: str, timeout_s: float) -> bytes | None:
+    """Wait for a one-element list and read its element without consuming it.
+
+    BLMOVE from a list to itself rotates it, and the push back wakes the next blocked reader too,
+    so every client waiting on the same job learns of its result (Redis 6.2 or later).
+    """
+    reply = await redis.execute_command(  # type: ignore[no-untyped-call]
+        "BLMOVE", key, key, "LEFT", "LEFT", f"{max(timeout_s, 0.001):.3f}"
+    )
+    return None if reply is None else bytes(reply)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker import keys
 from worker.errors import HttpStatus, ResearchError
-from worker.queue import blocking_pop
+from worker.queue import blocking_peek
 from worker.serialization import dumps, loads
 
 if TYPE_CHECKING:
@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 RECENT_LIMIT = 200
 # The wake-up list carries a copy of the result so a waiting client needs no second round trip;
-# it is short-lived because only a client already waiting (or about to) needs it.
-DONE_TTL_MS = 600_000
+# it is short-lived because only a client already waiting (or about to) needs it: a later reader
+# reads the result key.
+DONE_TTL_MS = 60_000
 
 
 def ok_result(tool: str, report_id: str, job_id: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +83,7 @@ class ResultStore:
 
     async def wait(self, job_id: str, timeout_s: float) -> dict[str, Any] | None:
         """Block until the job's result is written (or the time runs out); no polling."""
-        return decode(await blocking_pop(self._redis, keys.done(job_id), timeout_s))
+        return decode(await blocking_peek(self._redis, keys.done(job_id), timeout_s))
 
 
 def decode(raw: bytes | None) -> dict[str, Any] | None:
