@@ -7,12 +7,15 @@ time, on the reducer's output:
 1. Each block gets a weight: long, link-poor prose counts for its length (less in parts named like
    furniture, more inside <main> or <article>); link lists, navigation, the page's header and
    footer, asides, forms, consent banners, comments and the blurbs of teaser cards count against.
+   A form or header that holds most of the page's text is a wrapper, not furniture.
 2. Every block-level element holds a contiguous range of blocks, so its total weight is a
    difference of prefix sums; the element with the highest total is the main content's container.
-   Prose just before it (a standfirst) and the headline above that are taken in.
+   Prose just before it (a standfirst) and the headings above that, up to the headline, are taken
+   in, over a byline, a date or a picture, which stay out.
 3. Inside it, what is furniture relative to it is dropped (a share bar, a related-links list, a
-   byline, a newsletter form, captions), and so are the short lines that trail the last paragraph;
-   headings, lists, tables and code stay.
+   byline, a newsletter form, captions), then the headings and labels left over nothing, then
+   what trails the last paragraph: short lines, and anything in parts named like furniture (an
+   author's bio); headings, lists, tables and code stay.
 4. When the choice is implausible next to the page's readable text (an index page, a product
    page, a registry record made of table cells), the full text is returned instead, as extraction
    "full": the agent must never lose the evidence to a wrong guess.
@@ -50,8 +53,8 @@ from jobs.reduce import (
 # Structure that marks a block as page furniture wherever it sits.
 FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
 SEMANTIC_MAIN = MAIN | ARTICLE
-# Furniture an element can only claim by its name or role: when it holds most of the page, it is
-# a wrapper, not furniture.
+# Furniture an element claims by its name or role: when it holds most of the page (an ASP.NET
+# <form>, a <header> left unclosed), it is a wrapper. Comments and consent banners never are.
 WRAPPING = NAV | ASIDE | FOOTER | HEADER | FORM
 
 LONG = 60  # characters: a block this long with few links reads as prose, in any script
@@ -139,37 +142,39 @@ def select_main(reduction: Reduction) -> Selection:
 
 
 def _unwrapped(reduction: Reduction) -> list[Block]:
-    """The blocks, with the furniture bits of wrappers cleared.
-
-    A <form> around the whole page (ASP.NET pages, forums) or a <header> left unclosed holds the
-    article too; what holds most of the page's text is the page, not its furniture.
-    """
+    """The blocks, with the furniture bits of wrappers cleared."""
     blocks = reduction.blocks
+    wrappers = _wrappers(reduction)
+    if not wrappers:
+        return blocks
+    # Each holds more than half of the text, so they overlap, and elements that overlap nest:
+    # the mask is constant between consecutive boundaries.
+    bounds = sorted({bound for wrapper in wrappers for bound in (wrapper.start, wrapper.end)})
+    unwrapped = list(blocks)
+    for low, high in pairwise(bounds):
+        mask = 0
+        for wrapper in wrappers:
+            if wrapper.start <= low and high <= wrapper.end:
+                mask |= wrapper.own_bits & WRAPPING
+        for index in range(low, high):
+            if blocks[index].bits & mask:
+                unwrapped[index] = replace(blocks[index], bits=blocks[index].bits & ~mask)
+    return unwrapped
+
+
+def _wrappers(reduction: Reduction) -> list[Container]:
+    """Elements named like furniture that hold most of the page's text: a <form> around the whole
+    page (ASP.NET pages, forums) or a <header> left unclosed holds the article too."""
     chars = [0]
-    for block in blocks:
+    for block in reduction.blocks:
         chars.append(chars[-1] + len(block.text))
-    wrappers = [
+    return [
         container
         for container in reduction.containers
         if container.own_bits & WRAPPING
         and not container.own_bits & (COMMENTS | CONSENT)
         and chars[container.end] - chars[container.start] > WRAPPER_SHARE * chars[-1]
     ]
-    if not wrappers:
-        return blocks
-    # Each holds more than half of the text, so they overlap, and elements that overlap nest:
-    # the mask is constant between consecutive boundaries.
-    bounds = sorted({b for c in wrappers for b in (c.start, c.end)})
-    unwrapped = list(blocks)
-    for low, high in pairwise(bounds):
-        mask = 0
-        for container in wrappers:
-            if container.start <= low and high <= container.end:
-                mask |= container.own_bits & WRAPPING
-        for index in range(low, high):
-            if blocks[index].bits & mask:
-                unwrapped[index] = replace(blocks[index], bits=blocks[index].bits & ~mask)
-    return unwrapped
 
 
 def _without_orphans(kept: list[int], blocks: list[Block], weights: list[float], end: int) -> list[int]:

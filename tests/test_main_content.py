@@ -168,7 +168,9 @@ async def test_a_related_links_block_inside_the_article_goes_with_its_heading() 
         + "</ul>"
     )
     body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
-    document = await main_of(page(f"<article><h1>River path to grow</h1>{body[:-4]}{related}{body}</article>"))
+    document = await main_of(
+        page(f"<article><h1>River path to grow</h1>{body[:-4]}{related}{body}</article>")
+    )
     assert document.extraction == "main"
     assert "More on this" not in document.text
     assert "Another river story" not in document.text
