@@ -44,16 +44,16 @@ async def run_workload(
     url: str, queue: str, port: int, jobs: int, reports: int
 ) -> tuple[float, dict[str, int]]:
     settings = Settings(redis_url=url, queue_name=queue)
+    plan = [(f"scale-{i % reports}", f"https://127.0.0.1:{port}/page/{i}") for i in range(jobs)]
     async with ResearchClient(settings=settings, wait_s=600) as client:
+        # As a briefing would: every URL is on its report's menu before the clock starts.
+        for report in {r for r, _ in plan}:
+            await client.seed_urls(report, [u for r, u in plan if r == report])
         started = time.perf_counter()
         ids = []
-        for i in range(jobs):
-            kwargs = {
-                "report_id": f"scale-{i % reports}",
-                "url": f"https://127.0.0.1:{port}/page/{i}",
-                "extract": "main",
-            }
-            ids.append((await client.enqueue("fetch_page", kwargs), kwargs["report_id"]))
+        for report, page in plan:
+            kwargs = {"report_id": report, "url": page, "extract": "main"}
+            ids.append((await client.enqueue("fetch_page", kwargs), report))
         outcomes: collections.Counter[str] = collections.Counter()
         ok_per_report: collections.Counter[str] = collections.Counter()
         for job_id, report in ids:
@@ -78,6 +78,12 @@ async def run_workload(
     return elapsed, dict(outcomes)
 
 
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=3000)
@@ -100,7 +106,6 @@ def main() -> None:
                     "RESEARCH_QUEUE": queue,
                     "RESEARCH_GUARDIAN_ALLOW_CIDRS": "127.0.0.1/32",
                     "RESEARCH_CA_BUNDLE": str(bundle),
-                    "RESEARCH_URL_MENU": "off",
                     "RESEARCH_LOG_LEVEL": "WARNING",
                 }
                 workers = [
@@ -111,17 +116,26 @@ def main() -> None:
                 ]
                 try:
                     wait_for_health(redis.url, queue, count)
+                    pids = {
+                        "workers": [w.pid for w in workers],
+                        "page server": [server.pid],
+                        "redis": [redis.pid],
+                    }
+                    cpu_before = {k: sum(cpu_s(p) for p in v) for k, v in pids.items()}
+                    client_before = time.process_time()
                     before = commands_processed(redis.url)
                     elapsed, outcomes = asyncio.run(
                         run_workload(redis.url, queue, port, args.jobs, args.reports)
                     )
                     after = commands_processed(redis.url)
+                    cpu = {k: sum(cpu_s(p) for p in v) - cpu_before[k] for k, v in pids.items()}
+                    cpu["client"] = time.process_time() - client_before
                     rss = [peak_rss_mb(w.pid) for w in workers]
                 finally:
                     for w in workers:
                         stop(w)
                     redis.stop()
-                rows.append((count, elapsed, outcomes, (after - before) / args.jobs, max(rss)))
+                rows.append((count, elapsed, outcomes, (after - before) / args.jobs, max(rss), cpu))
         finally:
             stop(server)
 
@@ -130,7 +144,7 @@ def main() -> None:
         f"fetch_page scale-out: {args.jobs} jobs over {args.reports} reports, pages 20-500 KB over TLS, "
         f"extract=main, {os.cpu_count()} cores"
     )
-    for count, elapsed, outcomes, per_job, rss in rows:
+    for count, elapsed, outcomes, per_job, rss, cpu in rows:
         rate = args.jobs / elapsed
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()) if not k.startswith("_"))
         print(
@@ -139,6 +153,8 @@ def main() -> None:
             f"missing results {outcomes['_missing_results']}  "
             f"reports over budget {outcomes['_reports_over_budget']}"
         )
+        busy = ", ".join(f"{k} {v / elapsed:.2f}" for k, v in cpu.items())
+        print(f"      cores busy during the run: {busy} (of {os.cpu_count()})")
     two = [r for r in rows if r[0] == 2]
     if two:
         ratio = (args.jobs / two[0][1]) / base

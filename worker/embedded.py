@@ -49,6 +49,10 @@ class EmbeddedRedis:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int:
+        return self._process.pid if self._process is not None else -1
+
+    @property
     def url(self) -> str:
         if self.port is not None:
             return f"redis://127.0.0.1:{self.port}/0"

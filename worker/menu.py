@@ -26,27 +26,34 @@ log = logging.getLogger("research.menu")
 MENU_CAP = 2000
 
 # KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, then canonical URLs.
-# Adds what is new while the set is under the cap; returns {added, dropped past the cap}.
-# One script, so concurrent writers can never push the set past the cap.
+# Adds what is new while the set is under the cap; returns {added, dropped past the cap, size
+# before}. One script, so concurrent writers can never push the set past the cap; a handful of
+# commands whatever the number of URLs (a page brings up to 500 links).
 ADD_SCRIPT = """
 local cap = tonumber(ARGV[1])
 local size = redis.call('SCARD', KEYS[1])
 local added, dropped = 0, 0
-for i = 3, #ARGV do
-  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 0 then
-    if size < cap then
-      redis.call('SADD', KEYS[1], ARGV[i])
-      size = size + 1
-      added = added + 1
-    else
-      dropped = dropped + 1
+if size + #ARGV - 2 <= cap then
+  added = redis.call('SADD', KEYS[1], unpack(ARGV, 3))
+else
+  local known = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 3))
+  local fresh = {}
+  for i = 1, #known do
+    if known[i] == 0 then
+      fresh[#fresh + 1] = ARGV[i + 2]
     end
   end
+  local room = math.max(cap - size, 0)
+  local take = math.min(room, #fresh)
+  if take > 0 then
+    added = redis.call('SADD', KEYS[1], unpack(fresh, 1, take))
+  end
+  dropped = #fresh - take
 end
-if size > 0 then
+if size + added > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
-return {added, dropped}
+return {added, dropped, size}
 """
 
 
@@ -56,19 +63,28 @@ class Menu:
         self._redis = redis
         self._ttl_s = settings.budget_window_s
         self._script = redis.register_script(ADD_SCRIPT)
+        self.dropped = 0  # entries refused by full menus since start-up
 
     async def record(self, report_id: str, urls: Iterable[str]) -> int:
-        """Put https URLs on the report's menu (others never enter); returns how many were new."""
+        """Put https URLs on the report's menu (others never enter); returns how many were new.
+
+        With the menu off nothing reads it, so nothing is written either.
+        """
+        if not self.enabled:
+            return 0
         canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
         if not canonical:
             return 0
         raw = await self._script(keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical])
-        added, dropped = cast(list[int], raw)
-        if dropped:
+        added, dropped, size_before = cast(list[int], raw)
+        # Logged once, by the write that fills the menu; later overflow is only counted.
+        if dropped and size_before < MENU_CAP:
             log.warning(
                 "url menu full; entries dropped",
                 extra=fields(report_id=report_id, dropped=int(dropped), cap=MENU_CAP),
             )
+        if dropped:
+            self.dropped += int(dropped)
         return int(added)
 
     async def contains(self, report_id: str, canonical: str) -> bool:

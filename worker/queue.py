@@ -74,11 +74,46 @@ class Enqueuer:
         return bool(created)
 
 
+# The poll, in one step: walk the due part of the queue in order, skip jobs another worker runs,
+# and claim up to ARGV[3] of the rest. arq polls with ZRANGEBYSCORE and then tries each id in its
+# own WATCH transaction, so a worker with free slots behind a queue head of running jobs spends a
+# round trip on every one of them. KEYS: queue. ARGV: now ms, in-progress timeout ms, how many,
+# how far to look, the in-progress key prefix. Returns a flat list of job id, score pairs.
+CLAIM_DUE_SCRIPT = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))
+local claimed = {}
+local wanted = tonumber(ARGV[3])
+for i = 1, #due, 2 do
+  local key = ARGV[5] .. due[i]
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('PSETEX', key, ARGV[2], '1')
+    claimed[#claimed + 1] = due[i]
+    claimed[#claimed + 1] = due[i + 1]
+    if #claimed >= wanted * 2 then
+      break
+    end
+  end
+end
+return claimed
+"""
+DUE_SCAN_LIMIT = 1000
+
+
 class Claimer:
     def __init__(self, redis: Redis, queue_name: str, in_progress_timeout_s: float) -> None:
         self._queue_name = queue_name
         self._timeout_ms = int(in_progress_timeout_s * 1000)
         self._script = redis.register_script(CLAIM_SCRIPT)
+        self._due_script = redis.register_script(CLAIM_DUE_SCRIPT)
+
+    async def claim_due(self, wanted: int) -> list[tuple[str, int]]:
+        """Claim up to ``wanted`` due jobs nobody runs, oldest first: ``(job id, score)`` pairs."""
+        flat = await self._due_script(
+            keys=[self._queue_name],
+            args=[int(time.time() * 1000), self._timeout_ms, wanted, DUE_SCAN_LIMIT, in_progress_key_prefix],
+        )
+        pairs = list(flat)
+        return [(bytes(pairs[i]).decode(), int(float(pairs[i + 1]))) for i in range(0, len(pairs), 2)]
 
     async def claim(self, job_id: str) -> int | None:
         """The job's score when this worker now owns it, None when another has it or it is gone."""

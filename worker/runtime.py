@@ -70,6 +70,7 @@ class ResearchWorker(Worker):
         functions = [arq_function(tool, settings) for tool in self._tools] + list(extra_functions)
         self.runtime: Runtime | None = None
         self._slot_free = asyncio.Event()
+        self._backlog = False
         self._claimer: Claimer
         self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
@@ -176,10 +177,13 @@ class ResearchWorker(Worker):
         if self.burst or not self.allow_pick_jobs:
             await asyncio.sleep(timeout_s)
             return None
-        if self.job_counter >= self.max_jobs:
+        if self.job_counter >= self.max_jobs or self._backlog:
             # Full: a wake token taken now would be wasted on a worker that cannot start the job,
-            # so wait for a slot instead and leave the tokens to idle workers.
-            self._slot_free.clear()
+            # so wait for a slot instead and leave the tokens to idle workers. With a backlog (the
+            # last poll filled every free slot), a freed slot polls at once: queued jobs beyond the
+            # wake list's cap have no token, and must not wait for the next timed poll.
+            if self.job_counter >= self.max_jobs:
+                self._slot_free.clear()  # full now, so any earlier signal is stale
             try:
                 await asyncio.wait_for(self._slot_free.wait(), timeout_s)
             except TimeoutError:
@@ -194,28 +198,40 @@ class ResearchWorker(Worker):
             return
         await self.start_jobs([job_id])
 
+    async def _poll_iteration(self) -> None:
+        """arq's poll, with every due job claimed in one script instead of one transaction each."""
+        if self.allow_pick_jobs and self.job_counter < self.max_jobs:
+            wanted = self.max_jobs - self.job_counter
+            if self.burst and self.max_burst_jobs >= 0:
+                wanted = min(wanted, self.max_burst_jobs - self._jobs_started())
+            if wanted > 0:
+                self._slot_free.clear()
+                claimed = await self._claimer.claim_due(wanted)
+                self._backlog = len(claimed) == wanted
+                for job_id, score in claimed:
+                    await self._run_claimed(job_id, score)
+        for job_id, task in list(self.tasks.items()):
+            if task.done():
+                del self.tasks[job_id]
+                task.result()  # a bug in run_job surfaces here, as in arq
+        await self.heart_beat()
+
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim done by one script instead of a WATCH transaction."""
         for job_id_b in job_ids:
-            await self.sem.acquire()
             if self.job_counter >= self.max_jobs:
-                self.sem.release()
                 return
-            self.job_counter += 1
             job_id = job_id_b.decode()
-            try:
-                score = await self._claimer.claim(job_id)
-            except BaseException:
-                self.job_counter -= 1
-                self.sem.release()
-                raise
-            if score is None:
-                self.job_counter -= 1
-                self.sem.release()
-                continue
-            task = self.loop.create_task(self.run_job(job_id, score))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-            self.tasks[job_id] = task
+            score = await self._claimer.claim(job_id)
+            if score is not None:
+                await self._run_claimed(job_id, score)
+
+    async def _run_claimed(self, job_id: str, score: int) -> None:
+        await self.sem.acquire()
+        self.job_counter += 1
+        task = self.loop.create_task(self.run_job(job_id, score))
+        task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+        self.tasks[job_id] = task
 
     def _release_sem_dec_counter_on_complete(self) -> None:
         super()._release_sem_dec_counter_on_complete()
