@@ -70,7 +70,6 @@ class FetchRequest:
 
 @dataclass
 class Fetched:
-    requested: Target
     final: Target
     status: int
     content_type: str | None
@@ -110,7 +109,7 @@ class Fetcher:
                     await self._require_menu_for_cross_site(report_id, current, hop_target)
                     current = hop_target
                     continue
-                return await self._read(target, current, response, hop)
+                return await self._read(current, response, hop)
             finally:
                 response.release()
         raise AssertionError("unreachable: the loop returns or raises")
@@ -145,9 +144,7 @@ class Fetcher:
                 f"the page redirected to another site, {hop.url[:200]}, which this report has not seen"
             )
 
-    async def _read(
-        self, requested: Target, final: Target, response: aiohttp.ClientResponse, redirects: int
-    ) -> Fetched:
+    async def _read(self, final: Target, response: aiohttp.ClientResponse, redirects: int) -> Fetched:
         if not 200 <= response.status < 300:
             raise HttpStatus(f"the server answered HTTP {response.status}", status=response.status)
         content_type = response.headers.get("Content-Type")
@@ -173,7 +170,6 @@ class Fetcher:
         if truncated:
             response.close()  # the rest is never read; do not return this connection to the pool
         return Fetched(
-            requested=requested,
             final=final,
             status=response.status,
             content_type=content_type,
