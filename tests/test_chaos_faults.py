@@ -136,7 +136,10 @@ async def search_worker(settings: Settings, base_url: str, timeout_s: float) -> 
         search_timeout_s=timeout_s,
         usage_source=f"src-{settings.worker_id}",  # carries the test token, so cleanup finds it
     )
-    async with running_worker(s, [WEB_SEARCH]), ResearchClient(settings=s, wait_s=timeout_s + 30) as client:
+    async with (
+        running_worker(s, [WEB_SEARCH]),
+        ResearchClient(settings=s, wait_s=timeout_s + 30, job_id_prefix=f"{settings.worker_id}-") as client,
+    ):
         yield client
 
 
