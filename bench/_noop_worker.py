@@ -8,7 +8,7 @@ from typing import Any
 
 from worker import logs
 from worker.config import Settings
-from worker.envelope import ToolJob
+from worker.envelope import FunctionTool
 from worker.runtime import ResearchWorker
 
 
@@ -16,7 +16,7 @@ async def _noop(job: Any, args: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-NOOP = ToolJob("noop", (), lambda s: 5.0, _noop)
+NOOP = FunctionTool("noop", (), lambda s: 5.0, _noop)
 
 
 async def arq_noop(ctx: dict[str, Any]) -> dict[str, Any]:

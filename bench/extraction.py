@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jobs.document import build_document  # noqa: E402
+from jobs.reader.document import build_document  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "extraction"
 MAX_CHARS = 40_000

@@ -1,7 +1,7 @@
 """fetch_page throughput for one worker process, beside a bare aiohttp GET plus the same reducer.
 
 Both sides fetch the same mix of 20-500 KB article pages from a local TLS server (its own process)
-with the same concurrency and reduce them with the same code (jobs.document.build_document,
+with the same concurrency and reduce them with the same code (jobs.reader.document.build_document,
 extract="main"). The worker side adds everything a job is: the queue, the envelope, the budget
 charge, the guardian, the result write and the client's wake-up. Then 50 concurrent 2 MiB pages
 on a worker allowed 50 jobs at once, for its peak memory.
@@ -36,7 +36,7 @@ from bench._support import (
     wait_for_port,
     write_test_ca,
 )
-from jobs.document import build_document
+from jobs.reader.document import build_document
 from worker.client import ResearchClient
 from worker.config import Settings
 

@@ -18,10 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jobs.charset import decode  # noqa: E402
-from jobs.document import build_document  # noqa: E402
-from jobs.main_content import select_main  # noqa: E402
-from jobs.reduce import reduce_all  # noqa: E402
+from jobs.reader.charset import decode  # noqa: E402
+from jobs.reader.document import build_document  # noqa: E402
+from jobs.reader.main_content import select_main  # noqa: E402
+from jobs.reader.reduce import reduce_all  # noqa: E402
 from tests.support.hostile_pages import PAGES, SIZE  # noqa: E402
 
 TARGET_MS = 20.0

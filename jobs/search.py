@@ -13,24 +13,24 @@ the snippet is cut at SNIPPET_MAX_CHARS, at a word boundary when one is near, ma
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from jobs.openrouter import NOT_EVIDENCE, Completion, OpenRouter
+from jobs.providers.openrouter import NOT_EVIDENCE, Completion, OpenRouter
 from worker.budget import Tool
+from worker.config import Settings
 from worker.context import JobContext, Runtime
-from worker.envelope import REPORT_ID, ToolJob
 from worker.errors import InvalidRequest, UpstreamError
-from worker.guardian.urls import MAX_URL_LENGTH
+from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH, REPORT_ID
+from worker.results import About, Citation, WebSearch
 from worker.spend import record_search
 
-MAX_QUERY_CHARS = 2000
-DEFAULT_MAX_RESULTS = 5
-MAX_RESULTS = 10
 TITLE_MAX_CHARS = 300
 SNIPPET_MAX_CHARS = 500
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co"})
+PROVIDER = "openrouter-plugin"
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SearchRequest:
     org_id: str | None
 
     @classmethod
-    def parse(cls, args: dict[str, Any]) -> SearchRequest:
+    def parse(cls, args: Mapping[str, Any]) -> SearchRequest:
         query = args.get("query")
         if query is None:
             raise InvalidRequest("web_search needs a query")
@@ -61,26 +61,51 @@ class SearchRequest:
         return cls(query=query, max_results=min(max(max_results, 0), MAX_RESULTS), org_id=org_id)
 
 
-async def run_search(job: JobContext, args: dict[str, Any]) -> dict[str, Any]:
-    request = SearchRequest.parse(args)
-    if request.max_results == 0:
-        return {"query": request.query, "results": []}
-    provider = job.runtime.client(OpenRouter)
-    key = provider.key_for(request.org_id)
-    # Charged before the call: a call that fails may still have been billed.
-    await job.charge(Tool.SEARCH)
-    completion = await provider.search(request.query, request.max_results, request.org_id, key)
-    await record_search(job.runtime, job.report_id, request.org_id, completion.spend)
-    results = citations(completion, request.max_results)
-    await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
-    return {"query": request.query, "results": results}
+class WebSearchTool:
+    """The web_search job; its provider client is built once per worker at start-up."""
+
+    name = "web_search"
+    params = ("query", "max_results", "org_id")
+
+    def __init__(self) -> None:
+        self._provider: OpenRouter | None = None
+
+    def deadline_s(self, settings: Settings) -> float:
+        return settings.search_deadline_s
+
+    def about(self, arguments: Mapping[str, Any]) -> About | None:
+        query = arguments.get("query")
+        return {"query": query.strip()[:MAX_QUERY_CHARS]} if isinstance(query, str) else None
+
+    async def start(self, runtime: Runtime) -> None:
+        self._provider = await OpenRouter.open(runtime.settings)
+
+    async def stop(self) -> None:
+        if self._provider is not None:
+            await self._provider.close()
+
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> WebSearch:
+        request = SearchRequest.parse(arguments)
+        provider = self._provider
+        if provider is None:
+            raise RuntimeError("web_search was not started by this worker")
+        if request.max_results == 0:
+            return {"query": request.query, "results": [], "provider": PROVIDER}
+        key = provider.key_for(request.org_id)
+        # Charged before the call: a call that fails may still have been billed.
+        await job.charge(Tool.SEARCH)
+        completion = await provider.search(request.query, request.max_results, request.org_id, key)
+        await record_search(job.runtime, job.report_id, request.org_id, completion.spend)
+        results = citations(completion, request.max_results)
+        await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
+        return {"query": request.query, "results": results, "provider": PROVIDER}
 
 
-def citations(completion: Completion, limit: int) -> list[dict[str, str]]:
+def citations(completion: Completion, limit: int) -> list[Citation]:
     if completion.finish_reason == "error":
         said = f": {completion.error}" if completion.error else ""
         raise UpstreamError(f"the search provider's answer ended in an error{said}; {NOT_EVIDENCE}")
-    results: list[dict[str, str]] = []
+    results: list[Citation] = []
     seen: set[str] = set()
     for annotation in completion.annotations:
         cited = url_citation(annotation)
@@ -95,7 +120,7 @@ def citations(completion: Completion, limit: int) -> list[dict[str, str]]:
     return results
 
 
-def url_citation(annotation: object) -> dict[str, str] | None:
+def url_citation(annotation: object) -> Citation | None:
     if not isinstance(annotation, dict) or annotation.get("type") != "url_citation":
         return None
     cited = annotation.get("url_citation")
@@ -140,23 +165,3 @@ def plain_text(value: object, limit: int) -> str:
     if space > limit // 2:
         cut = cut[:space]
     return cut.rstrip() + "…"
-
-
-async def start(runtime: Runtime) -> None:
-    runtime.provide(await OpenRouter.open(runtime.settings))
-
-
-async def stop(runtime: Runtime) -> None:
-    provider = runtime.clients.get(OpenRouter)
-    if isinstance(provider, OpenRouter):
-        await provider.close()
-
-
-WEB_SEARCH = ToolJob(
-    name="web_search",
-    params=("query", "max_results", "org_id"),
-    deadline_s=lambda s: s.search_deadline_s,
-    run=run_search,
-    start=start,
-    stop=stop,
-)

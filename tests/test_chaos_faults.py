@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 
-from jobs.search import WEB_SEARCH
+from jobs.search import WebSearchTool
 from tests.support.fake_openrouter import KEY, fake_openrouter, provider_error, slow
 from tests.support.processes import start_worker, stop, wait_healthy
 from tests.support.redis_process import RedisProcess
@@ -137,7 +137,7 @@ async def search_worker(settings: Settings, base_url: str, timeout_s: float) -> 
         usage_source=f"src-{settings.worker_id}",  # carries the test token, so cleanup finds it
     )
     async with (
-        running_worker(s, [WEB_SEARCH]),
+        running_worker(s, [WebSearchTool()]),
         ResearchClient(settings=s, wait_s=timeout_s + 30, job_id_prefix=f"{settings.worker_id}-") as client,
     ):
         yield client

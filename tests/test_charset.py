@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.charset import codec_for, decode
+from jobs.reader.charset import codec_for, decode
 
 RUSSIAN = "Привет, мир: ёжик в тумане"
 JAPANESE = "日本語のテキスト、カタカナとひらがな"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.content_types import (
+from jobs.reader.content_types import (
+    DeclaredKind,
     apache_bug_binary,
     declared_kind,
     is_text_essence,
@@ -32,13 +33,12 @@ from jobs.content_types import (
     ],
 )
 def test_text_types_and_any_json_or_xml_suffix_are_text(header: str) -> None:
-    assert declared_kind(header) == "text"
+    assert declared_kind(header) is DeclaredKind.TEXT
 
 
 @pytest.mark.parametrize(
     "header",
     [
-        "application/pdf",
         "image/png",
         "application/octet-stream",
         "application/zip",
@@ -47,17 +47,22 @@ def test_text_types_and_any_json_or_xml_suffix_are_text(header: str) -> None:
     ],
 )
 def test_other_declared_types_are_binary_and_refused_before_reading(header: str) -> None:
-    assert declared_kind(header) == "binary"
+    assert declared_kind(header) is DeclaredKind.BINARY
+
+
+@pytest.mark.parametrize("header", ["application/pdf", "application/x-pdf", "Application/PDF; qs=0.9"])
+def test_a_declared_pdf_is_its_own_kind_read_up_to_the_pdf_cap(header: str) -> None:
+    assert declared_kind(header) is DeclaredKind.PDF
 
 
 @pytest.mark.parametrize("header", [None, "", "   ", "html", "text/", "/html", "text html", "text/ht ml"])
 def test_a_missing_empty_or_unparsable_header_is_undeclared(header: str | None) -> None:
-    assert declared_kind(header) == "undeclared"
+    assert declared_kind(header) is DeclaredKind.UNDECLARED
 
 
 @pytest.mark.parametrize("header", ["unknown/unknown", "application/unknown", "*/*"])
 def test_the_whatwg_unknown_types_are_undeclared_so_the_body_is_sniffed(header: str) -> None:
-    assert declared_kind(header) == "undeclared"
+    assert declared_kind(header) is DeclaredKind.UNDECLARED
 
 
 def test_the_charset_parameter_is_read_quoted_or_not() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.document import Document, build_document, cut_text
+from jobs.reader.document import Document, build_document, cut_text
 from tests.support.hostile_pages import PAGES
 from worker.errors import UnsupportedContentType
 

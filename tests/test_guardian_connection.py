@@ -12,19 +12,17 @@ import ssl
 
 import aiohttp
 import pytest
-import redis.asyncio as aioredis
 import trustme
 from aiohttp import web
 
-from jobs.fetch import Fetcher
+from jobs.fetcher import Fetcher, FetchLimits
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import LOOPBACK_ONLY, connection_counter, fetch_settings, fetching
 from tests.support.tls import TestCA, serve
 from worker.config import Settings
 from worker.guardian.connector import SocketRefused, guarded_session
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import check_url
-from worker.runtime import build_runtime
+from worker.guardian.urls import Target, check_url
 
 
 def page(text: str = "hello") -> web.Response:
@@ -115,9 +113,11 @@ async def test_answers_that_flip_after_the_check_are_never_used(
     assert seen == []
 
 
-async def test_the_connected_peer_is_the_validated_address(
-    settings: Settings, ca: TestCA, redis: aioredis.Redis, report: str
-) -> None:
+async def follow_any(current: Target, following: Target) -> bool:
+    return True
+
+
+async def test_the_connected_peer_is_the_validated_address(settings: Settings, ca: TestCA) -> None:
     # The server notes which of its addresses the client reached: the one the resolver validated.
     reached: list[str] = []
 
@@ -130,10 +130,10 @@ async def test_the_connected_peer_is_the_validated_address(
     policy = AddressPolicy(LOOPBACK_ONLY)
     resolver = FakeResolver({"pinned.test": ["127.0.0.1"]})
     async with serve({"/": note_address}, ca.server_context()) as server:
-        runtime = await build_runtime(s, redis)
-        fetcher = Fetcher(runtime, guarded_session(s, policy, resolver), policy)
+        limits = FetchLimits(s.fetch_max_bytes, s.fetch_max_pdf_bytes, s.fetch_max_redirects)
+        fetcher = Fetcher(guarded_session(s, policy, resolver), policy, limits)
         try:
-            fetched = await fetcher.get(report, check_url(server.url("/", name="pinned.test"), policy))
+            fetched = await fetcher.get(check_url(server.url("/", name="pinned.test"), policy), follow_any)
         finally:
             await fetcher.close()
     assert fetched.status == 200

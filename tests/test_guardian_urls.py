@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from worker.errors import DestinationBlocked, GuardianRefusal, ResearchError
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import MAX_URL_LENGTH, canonical_url, check_url, parse_https_url
+from worker.guardian.urls import canonical_url, check_url, parse_https_url
+from worker.limits import MAX_URL_LENGTH
 
 ALLOWED = ("allowed", "")
 SCHEME = ("scheme_not_allowed", "scheme")

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FETCH_PAGE
-from jobs.search import WEB_SEARCH
+from jobs.fetch import FetchPageTool
+from jobs.search import WebSearchTool
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Secret, Settings
@@ -50,7 +50,7 @@ payloads = st.dictionaries(names, values, max_size=6)
 async def client(settings: Settings, token: str) -> AsyncIterator[ResearchClient]:
     s = dataclasses.replace(settings, url_menu=True, openrouter_api_key=Secret(""))
     async with (
-        running_worker(s, [FETCH_PAGE, WEB_SEARCH]),
+        running_worker(s, [FetchPageTool(), WebSearchTool()]),
         ResearchClient(settings=s, job_id_prefix=f"{token}-", wait_s=20) as c,
     ):
         yield c

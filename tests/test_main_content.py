@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.document import Document, build_document
+from jobs.reader.document import Document, build_document
 
 PARAGRAPHS = [
     "The council voted on Tuesday to extend the river path by two kilometres, after a year of "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.openrouter import Completion, OpenRouter, load_org_keys, retry_after_s
+from jobs.providers.openrouter import Completion, OpenRouter, retry_after_s
 from tests.support.fake_openrouter import (
     KEY,
     FakeOpenRouter,
@@ -24,7 +24,7 @@ from tests.support.fake_openrouter import (
     streamed,
     url_citation,
 )
-from worker.config import ConfigError, Secret, Settings
+from worker.config import ConfigError, Secret, Settings, load_org_keys
 from worker.errors import ConnectionFailed, RateLimited, Timeout, UpstreamError
 
 OTHER_KEY = "sk-or-v1-" + "0a7e12" * 10
@@ -179,7 +179,7 @@ async def test_a_provider_that_cannot_be_reached_is_a_connection_failure(search_
     settings = dataclasses.replace(search_settings, openrouter_base_url=base_url, search_timeout_s=1.0)
     client = await OpenRouter.open(settings)
     try:
-        with pytest.raises(ConnectionFailed, match="could not reach the search provider"):
+        with pytest.raises(ConnectionFailed, match="could not connect to the search provider"):
             await search(client)
     finally:
         await client.close()
@@ -262,7 +262,9 @@ async def test_an_org_in_the_key_file_bills_its_own_key_and_others_the_default(
 ) -> None:
     keys_file = tmp_path / "org-keys.json"
     keys_file.write_text(json.dumps({"org-own": OTHER_KEY}))
-    client = await OpenRouter.open(dataclasses.replace(search_settings, org_keys_file=str(keys_file)))
+    client = await OpenRouter.open(
+        dataclasses.replace(search_settings, org_keys=load_org_keys(str(keys_file)))
+    )
     try:
         await search(client, org_id="org-own")
         await search(client, org_id="org-other")

@@ -9,9 +9,9 @@ from html5lib.constants import tokenTypes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.html_tokens import CHARACTERS, COMMENT, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
-from jobs.main_content import join_blocks
-from jobs.reduce import reduce_all
+from jobs.reader.main_content import join_blocks
+from jobs.reader.reduce import reduce_all
+from jobs.reader.tokens import CHARACTERS, COMMENT, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 
 PARSE_ERROR = tokenTypes["ParseError"]
 

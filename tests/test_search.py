@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from jobs.search import SNIPPET_MAX_CHARS, WEB_SEARCH
+from jobs.search import SNIPPET_MAX_CHARS, WebSearchTool
 from tests.support.fake_openrouter import (
     KEY,
     PROSE,
@@ -31,7 +31,7 @@ from tests.support.fake_openrouter import (
 from tests.support.workers import running_worker
 from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
-from worker.config import Secret, Settings
+from worker.config import Secret, Settings, load_org_keys
 from worker.guardian.urls import canonical_url
 from worker.menu import Menu
 from worker.runtime import ResearchWorker
@@ -60,7 +60,7 @@ def search_settings(settings: Settings, fake: FakeOpenRouter, token: str) -> Set
 @contextlib.asynccontextmanager
 async def searching(settings: Settings, token: str) -> AsyncIterator[tuple[ResearchWorker, ResearchClient]]:
     async with (
-        running_worker(settings, [WEB_SEARCH]) as worker,
+        running_worker(settings, [WebSearchTool()]) as worker,
         ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=20) as client,
     ):
         yield worker, client
@@ -266,7 +266,7 @@ async def test_an_org_in_the_key_file_is_billed_on_its_own_key(
 ) -> None:
     keys_file = tmp_path / "org-keys.json"
     keys_file.write_text(json.dumps({"org-own": ORG_KEY}))
-    settings = dataclasses.replace(search_settings, org_keys_file=str(keys_file))
+    settings = dataclasses.replace(search_settings, org_keys=load_org_keys(str(keys_file)))
     async with searching(settings, token) as (_, client):
         own = await client.search(report, "q", org_id="org-own")
         other = await client.search(report, "q", org_id="org-other")

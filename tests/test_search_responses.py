@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.openrouter import Answer, parse_completion
+from jobs.providers.openrouter import Answer, parse_completion
 from jobs.search import citations
 from worker.config import Secret
 from worker.errors import UpstreamError

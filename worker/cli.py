@@ -1,4 +1,4 @@
-"""The ``research-worker`` command line (see CONTRACT.md for each command and its exit codes)."""
+"""The ``research-worker`` command line (docs/contract.md lists each command and its exit codes)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from worker.logs import fields
 from worker.menu import Menu
 from worker.redis_conn import connect
 from worker.spend import report_spend
-from worker.tools import tool_definitions
 
 log = logging.getLogger("research.cli")
 
@@ -42,11 +41,7 @@ def print_json(value: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from jobs.openrouter import load_org_keys
-    from worker.runtime import ResearchWorker
-
-    # What the tools read at start-up is checked before anything connects.
-    load_org_keys(settings.org_keys_file)
+    from worker.settings import build_worker
 
     embedded: EmbeddedRedis | None = None
     if settings.redis_url is None and not redis_answers():
@@ -59,7 +54,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         )
     try:
         log.info("connecting to redis", extra=fields(redis_url=redact_url(settings.redis_target.url)))
-        ResearchWorker(settings, burst=args.burst).run()
+        build_worker(settings, burst=args.burst).run()
     finally:
         if embedded is not None:
             embedded.stop()
@@ -68,6 +63,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.settings import tool_definitions
+
     print_json(tool_definitions(settings))
     return EXIT_OK
 

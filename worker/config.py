@@ -12,8 +12,15 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
 from typing import TypeVar
 from urllib.parse import urlsplit
+
+import orjson
+
+from worker.limits import REPORT_ID
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_SEARCH_MODEL = "openai/gpt-4.1-nano"
@@ -37,6 +44,23 @@ SEARCH_MODEL_ALLOW_LIST = frozenset(
         "qwen/qwen3-30b-a3b-instruct-2507",
     }
 )
+
+
+class SearchProvider(StrEnum):
+    """Who answers web_search: OpenRouter's web plugin, its server tool, or the operator's SearXNG."""
+
+    OPENROUTER_PLUGIN = "openrouter-plugin"
+    OPENROUTER_TOOL = "openrouter-tool"
+    SEARXNG = "searxng"
+
+
+# The server tool's engines, as OpenRouter documents them; "auto" lets OpenRouter choose.
+SEARCH_ENGINES = frozenset({"auto", "native", "exa", "firecrawl", "parallel"})
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
 
 
 class ConfigError(ValueError):
@@ -88,12 +112,15 @@ class Settings:
     fetch_budget: int = 25
     budget_window_s: int = 86_400
     fetch_max_bytes: int = 2_097_152
+    fetch_max_pdf_bytes: int = 16_777_216
     fetch_max_chars: int = 40_000
     fetch_max_redirects: int = 5
     fetch_timeout_s: float = 20.0
     search_timeout_s: float = 60.0
     reduce_cpu_budget_s: float = 3.0
     result_ttl_s: int = 86_400
+    cache_ttl_s: int = 900
+    host_concurrency: int = 4
     guardian_allow_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_bundle: str | None = None
     url_menu: bool = True
@@ -103,13 +130,18 @@ class Settings:
     openrouter_base_url: str = DEFAULT_BASE_URL
     search_model: str = DEFAULT_SEARCH_MODEL
     usage_source: str = "mcp-research"
-    org_keys_file: str | None = None
+    search_provider: SearchProvider = SearchProvider.OPENROUTER_PLUGIN
+    search_engine: str | None = None
+    searxng_url: str | None = None
+    search_fallback: SearchProvider | None = None
+    org_keys: Mapping[str, Secret] = field(default_factory=lambda: MappingProxyType({}))
     http_referer: str = "https://github.com/research-worker/research-worker"
     app_title: str = "research-worker"
     user_agent: str = DEFAULT_USER_AGENT
     shutdown_grace_s: float | None = None
     worker_id: str = ""
     log_level: str = "INFO"
+    log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
 
     @property
     def job_timeout_s(self) -> float:
@@ -155,12 +187,15 @@ class Settings:
             fetch_budget=e.integer("RESEARCH_FETCH_BUDGET", cls.fetch_budget, minimum=1),
             budget_window_s=e.integer("RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1),
             fetch_max_bytes=e.integer("RESEARCH_FETCH_MAX_BYTES", cls.fetch_max_bytes, minimum=1),
+            fetch_max_pdf_bytes=e.integer("RESEARCH_FETCH_MAX_PDF_BYTES", cls.fetch_max_pdf_bytes, minimum=1),
             fetch_max_chars=e.integer("RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1),
             fetch_max_redirects=e.integer("RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0),
             fetch_timeout_s=e.seconds("RESEARCH_FETCH_TIMEOUT_S", cls.fetch_timeout_s),
             search_timeout_s=e.seconds("RESEARCH_SEARCH_TIMEOUT_S", cls.search_timeout_s),
             reduce_cpu_budget_s=e.seconds("RESEARCH_REDUCE_CPU_BUDGET_S", cls.reduce_cpu_budget_s),
             result_ttl_s=e.integer("RESEARCH_RESULT_TTL_S", cls.result_ttl_s, minimum=1),
+            cache_ttl_s=e.integer("RESEARCH_CACHE_TTL_S", cls.cache_ttl_s, minimum=0),
+            host_concurrency=e.integer("RESEARCH_HOST_CONCURRENCY", cls.host_concurrency, minimum=1),
             guardian_allow_cidrs=e.parse("RESEARCH_GUARDIAN_ALLOW_CIDRS", (), _parse_cidrs),
             ca_bundle=e.parse("RESEARCH_CA_BUNDLE", None, _readable_file),
             url_menu=e.switch("RESEARCH_URL_MENU", True),
@@ -170,15 +205,37 @@ class Settings:
             openrouter_base_url=e.parse("OPENROUTER_BASE_URL", DEFAULT_BASE_URL, _http_url),
             search_model=e.parse("RESEARCH_SEARCH_MODEL", DEFAULT_SEARCH_MODEL, _allowed_model),
             usage_source=e.name("RESEARCH_USAGE_SOURCE", cls.usage_source),
-            org_keys_file=e.parse("RESEARCH_ORG_KEYS_FILE", None, _readable_file),
+            search_provider=e.parse("RESEARCH_SEARCH_PROVIDER", cls.search_provider, _provider),
+            search_engine=e.parse("RESEARCH_SEARCH_ENGINE", None, _engine),
+            searxng_url=e.parse("SEARXNG_URL", None, _http_url),
+            search_fallback=e.parse("RESEARCH_SEARCH_FALLBACK", None, _provider),
+            org_keys=load_org_keys(e.text("RESEARCH_ORG_KEYS_FILE")),
             http_referer=e.parse("RESEARCH_HTTP_REFERER", cls.http_referer, _http_url),
             app_title=e.text("RESEARCH_APP_TITLE") or cls.app_title,
             user_agent=e.parse("RESEARCH_USER_AGENT", cls.user_agent, _header_value),
             shutdown_grace_s=e.parse("RESEARCH_SHUTDOWN_GRACE_S", None, _non_negative_seconds),
             worker_id=e.name("RESEARCH_WORKER_ID", default_worker_id()),
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
+            log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
         )
+        settings.check_search()
         return settings
+
+    def check_search(self) -> None:
+        """The search settings that only make sense together."""
+        uses = {self.search_provider, self.search_fallback}
+        if SearchProvider.SEARXNG in uses and self.searxng_url is None:
+            variable = (
+                "RESEARCH_SEARCH_PROVIDER"
+                if self.search_provider is SearchProvider.SEARXNG
+                else "RESEARCH_SEARCH_FALLBACK"
+            )
+            raise ConfigError(f"{variable}: searxng needs SEARXNG_URL, the address of the SearXNG instance")
+        if self.search_fallback is not None and self.search_fallback == self.search_provider:
+            raise ConfigError(
+                f"RESEARCH_SEARCH_FALLBACK: {self.search_fallback.value!r} is already the primary "
+                "provider (RESEARCH_SEARCH_PROVIDER); a fallback must be a different one"
+            )
 
 
 T = TypeVar("T")
@@ -275,6 +332,46 @@ def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
             raise ValueError(f"{part!r} is not a CIDR range ({exc})") from None
     AddressPolicy(networks)  # refuses a range inside a translation prefix, saying why
     return tuple(networks)
+
+
+def _provider(raw: str) -> SearchProvider:
+    try:
+        return SearchProvider(raw.lower())
+    except ValueError:
+        known = ", ".join(p.value for p in SearchProvider)
+        raise ValueError(f"{raw!r} is not a search provider ({known})") from None
+
+
+def _engine(raw: str) -> str:
+    if raw.lower() not in SEARCH_ENGINES:
+        raise ValueError(f"{raw!r} is not a search engine ({', '.join(sorted(SEARCH_ENGINES))})")
+    return raw.lower()
+
+
+def load_org_keys(path: str | None) -> Mapping[str, Secret]:
+    """``{org_id: key}`` from the key file; a bad file stops start-up, naming the entry, never a key."""
+    if path is None:
+        return MappingProxyType({})
+    variable = "RESEARCH_ORG_KEYS_FILE"
+    try:
+        raw = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise ConfigError(f"{variable}: {path} is not JSON") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{variable}: must be a JSON object mapping org ids to keys")
+    org_keys: dict[str, Secret] = {}
+    for position, (org_id, key) in enumerate(raw.items(), start=1):
+        # The org id is not shown when it is invalid: a file written backwards would show a key.
+        if not REPORT_ID.fullmatch(org_id):
+            raise ConfigError(
+                f"{variable}: entry {position} has an org id that is not 1-200 letters, digits and -_.:"
+            )
+        if not isinstance(key, str) or not key or any(not ch.isprintable() or ch.isspace() for ch in key):
+            raise ConfigError(f"{variable}: the key of org {org_id!r} must be one word of printable text")
+        org_keys[org_id] = Secret(key)
+    return MappingProxyType(org_keys)
 
 
 def _readable_file(raw: str) -> str:

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from worker.budget import Budgets, Tool
+from worker.budget import Tool
 from worker.errors import BudgetExhausted
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
+    from worker.budget import Budgets
     from worker.config import Settings
     from worker.menu import Menu
     from worker.metrics import Metrics
     from worker.results import ResultStore
 
-T = TypeVar("T")
-
 
 @dataclass
 class Runtime:
-    """Built by the worker's start-up hook and handed to every job through arq's ``ctx``."""
+    """The shared state every job runs against, built by the worker's start-up hook."""
 
     settings: Settings
     redis: Redis
@@ -29,22 +28,12 @@ class Runtime:
     results: ResultStore
     metrics: Metrics
     menu: Menu
-    clients: dict[type, object] = field(default_factory=dict)
-
-    def provide(self, client: object) -> None:
-        """Register a tool's long-lived client (the guarded HTTP session, the search provider)."""
-        self.clients[type(client)] = client
-
-    def client(self, kind: type[T]) -> T:
-        found = self.clients.get(kind)
-        if not isinstance(found, kind):
-            raise RuntimeError(f"{kind.__name__} was not started by this worker")
-        return found
 
 
 @dataclass
 class JobContext:
     runtime: Runtime
+    tool: str
     job_id: str
     job_try: int
     report_id: str

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -22,37 +21,71 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.context import JobContext, Runtime
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
+from worker.limits import REPORT_ID
 from worker.logs import fields
-from worker.results import error_result, ok_result, outcome
+from worker.results import About, Result, error_result, ok_result, outcome
 
 if TYPE_CHECKING:
     from worker.config import Settings
 
 log = logging.getLogger("research.jobs")
 
-# Letters, digits and -_.: only (ASCII), at most 200: the id becomes part of Redis keys.
-REPORT_ID = re.compile(r"[A-Za-z0-9\-_.:]{1,200}")
+# arq runs a job at most this often: the first run, and two more after a worker died or shut down.
 MAX_TRIES = 3
 RESULT_WRITE_ATTEMPTS = 8
 
-ToolRun = Callable[[JobContext, dict[str, Any]], Awaitable[dict[str, Any]]]
-Hook = Callable[[Runtime], Awaitable[None]]
+
+class ToolJob(Protocol):
+    """A tool as the worker runs it: its job name, its arguments after ``report_id``, its time
+    budget, what a job is about (for its result, even a failed one) and its body.
+
+    ``start`` runs once per worker before the first job, to build what the tool holds (a guarded
+    HTTP session, a search provider client); ``stop`` closes it.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> tuple[str, ...]: ...
+
+    def deadline_s(self, settings: Settings) -> float: ...
+
+    def about(self, arguments: Mapping[str, Any]) -> About | None: ...
+
+    async def start(self, runtime: Runtime) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Mapping[str, Any]: ...
+
+
+ToolBody = Callable[[JobContext, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
-class ToolJob:
-    """A job as arq sees it: its name, its arguments after ``report_id``, its time budget, its body.
-
-    ``start`` and ``stop`` run once per worker, to build and close the tool's long-lived client
-    (``runtime.provide``), which the body then finds with ``job.runtime.client(Kind)``.
-    """
+class FunctionTool:
+    """A tool that is one function and holds nothing (tests, benchmarks)."""
 
     name: str
     params: tuple[str, ...]
-    deadline_s: Callable[[Settings], float]
-    run: ToolRun
-    start: Hook | None = None
-    stop: Hook | None = None
+    deadline: Callable[[Settings], float]
+    body: ToolBody
+
+    def deadline_s(self, settings: Settings) -> float:
+        return self.deadline(settings)
+
+    def about(self, arguments: Mapping[str, Any]) -> About | None:
+        return None
+
+    async def start(self, runtime: Runtime) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Mapping[str, Any]:
+        return await self.body(job, arguments)
 
 
 def parse_report_id(value: object) -> str:
@@ -90,7 +123,7 @@ def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
 
 async def run_tool(
     ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
+) -> Result:
     runtime: Runtime = ctx["runtime"]
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
@@ -106,24 +139,31 @@ async def run_tool(
             if previous is not None:
                 return previous
         report_id: str | None = None
+        about: About | None = None
         try:
             arguments = bind_arguments(tool, args, kwargs)
+            about = tool.about(arguments)
             report_id = parse_report_id(arguments.pop("report_id", None))
             check_known(tool, arguments)
-            job = JobContext(runtime, job_id, job_try, report_id)
+            job = JobContext(runtime, tool.name, job_id, job_try, report_id)
             try:
                 async with asyncio.timeout(tool.deadline_s(runtime.settings)):
-                    payload = await tool.run(job, arguments)
+                    produced = await tool.run(job, arguments)
             except TimeoutError:
                 raise Timeout(f"{tool.name} ran out of time") from None
-            result = ok_result(tool.name, report_id, job_id, payload)
+            result = ok_result(tool.name, report_id, job_id, produced)
         except ResearchError as exc:
-            result = error_result(tool.name, report_id, job_id, exc)
+            result = error_result(tool.name, report_id, job_id, exc, about)
         except Exception:
             log.exception("job failed with an unexpected error", extra=fields(job_id=job_id, tool=tool.name))
             bug = InternalError("the worker hit an unexpected error and did not complete this job")
             await _finish(
-                runtime, tool, error_result(tool.name, report_id, job_id, bug), started, job_try, queue_wait_s
+                runtime,
+                tool,
+                error_result(tool.name, report_id, job_id, bug, about),
+                started,
+                job_try,
+                queue_wait_s,
             )
             raise
         await _finish(runtime, tool, result, started, job_try, queue_wait_s)
@@ -135,7 +175,7 @@ async def run_tool(
 async def _finish(
     runtime: Runtime,
     tool: ToolJob,
-    result: dict[str, Any],
+    result: Result,
     started: float,
     job_try: int,
     queue_wait_s: float,
@@ -159,7 +199,7 @@ async def _finish(
     )
 
 
-async def write_result(runtime: Runtime, result: dict[str, Any], duration_ms: float) -> None:
+async def write_result(runtime: Runtime, result: Result, duration_ms: float) -> None:
     """Write the result, riding out a short Redis outage rather than losing finished work."""
     delay = 0.1
     for attempt in range(RESULT_WRITE_ATTEMPTS):
@@ -178,7 +218,7 @@ async def write_result(runtime: Runtime, result: dict[str, Any], duration_ms: fl
 
 
 def arq_function(tool: ToolJob, settings: Settings) -> Function:
-    async def job(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def job(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Result:
         return await run_tool(ctx, tool, args, kwargs)
 
     job.__qualname__ = job.__name__ = tool.name

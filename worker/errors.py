@@ -1,17 +1,41 @@
 """The error tree: one class per contract error kind, raised where the fact is known.
 
 The envelope turns any ``ResearchError`` into the contract's ``{"ok": false, "error": ...}`` result
-in exactly one place. Messages go to the agent: they say what happened in plain words and never
-carry a key, a credential or page text.
+in exactly one place. Messages go to the agent: they are the worker's own words plus values it has
+validated (a host, a status, a size), never a key, a credential, page text or server-chosen bytes.
+Foreign exceptions (aiohttp, sockets, TLS) become these classes in one table, ``worker.error_map``.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import ClassVar
+
+from worker.guardian.reasons import Reason
+
+
+class ErrorKind(StrEnum):
+    """The contract's error kinds, plus ``internal_error`` for the worker's own failures."""
+
+    INVALID_REQUEST = "invalid_request"
+    MISSING_REPORT_ID = "missing_report_id"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    SCHEME_NOT_ALLOWED = "scheme_not_allowed"
+    URL_NOT_IN_MENU = "url_not_in_menu"
+    DESTINATION_BLOCKED = "destination_blocked"
+    DNS_FAILURE = "dns_failure"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
+    HTTP_STATUS = "http_status"
+    TIMEOUT = "timeout"
+    CONNECTION_FAILED = "connection_failed"
+    UPSTREAM_ERROR = "upstream_error"
+    RATE_LIMITED = "rate_limited"
+    INTERNAL_ERROR = "internal_error"
 
 
 class ResearchError(Exception):
-    kind: ClassVar[str] = "internal_error"
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL_ERROR
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -20,89 +44,76 @@ class ResearchError(Exception):
 
 
 class InvalidRequest(ResearchError):
-    kind = "invalid_request"
+    kind = ErrorKind.INVALID_REQUEST
 
 
 class MissingReportId(ResearchError):
-    kind = "missing_report_id"
+    kind = ErrorKind.MISSING_REPORT_ID
 
 
 class BudgetExhausted(ResearchError):
-    kind = "budget_exhausted"
+    kind = ErrorKind.BUDGET_EXHAUSTED
 
 
 class GuardianRefusal(ResearchError):
-    """A refusal by the guardian; ``reason`` is a short machine-readable label for metrics."""
+    """A refusal by the guardian; ``reason`` is the label metrics count it by."""
 
-    def __init__(self, message: str, *, reason: str) -> None:
+    def __init__(self, message: str, *, reason: Reason) -> None:
         super().__init__(message)
         self.reason = reason
 
 
 class SchemeNotAllowed(GuardianRefusal):
-    kind = "scheme_not_allowed"
+    kind = ErrorKind.SCHEME_NOT_ALLOWED
 
 
 class DestinationBlocked(GuardianRefusal):
-    kind = "destination_blocked"
+    kind = ErrorKind.DESTINATION_BLOCKED
 
 
 class UrlNotInMenu(ResearchError):
-    kind = "url_not_in_menu"
+    kind = ErrorKind.URL_NOT_IN_MENU
 
 
 class DnsFailure(ResearchError):
-    kind = "dns_failure"
+    kind = ErrorKind.DNS_FAILURE
 
 
 class TooManyRedirects(ResearchError):
-    kind = "too_many_redirects"
+    kind = ErrorKind.TOO_MANY_REDIRECTS
 
 
 class UnsupportedContentType(ResearchError):
-    kind = "unsupported_content_type"
+    kind = ErrorKind.UNSUPPORTED_CONTENT_TYPE
 
 
 class HttpStatus(ResearchError):
-    kind = "http_status"
+    """A final answer that is not 2xx; ``retry_after_s`` is the server's Retry-After, when readable."""
+
+    kind = ErrorKind.HTTP_STATUS
+
+    def __init__(self, message: str, *, status: int, retry_after_s: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after_s = retry_after_s
 
 
 class Timeout(ResearchError):
-    kind = "timeout"
+    kind = ErrorKind.TIMEOUT
 
 
 class ConnectionFailed(ResearchError):
-    kind = "connection_failed"
+    kind = ErrorKind.CONNECTION_FAILED
 
 
 class UpstreamError(ResearchError):
-    kind = "upstream_error"
+    kind = ErrorKind.UPSTREAM_ERROR
 
 
 class RateLimited(ResearchError):
-    kind = "rate_limited"
+    kind = ErrorKind.RATE_LIMITED
 
 
 class InternalError(ResearchError):
-    """Not a contract kind of its own choosing: a bug, or a job arq could not run at all."""
+    """Not a kind the request or the web caused: a bug, or a job arq could not run at all."""
 
-    kind = "internal_error"
-
-
-ERROR_KINDS: tuple[str, ...] = (
-    InvalidRequest.kind,
-    MissingReportId.kind,
-    BudgetExhausted.kind,
-    SchemeNotAllowed.kind,
-    UrlNotInMenu.kind,
-    DestinationBlocked.kind,
-    DnsFailure.kind,
-    TooManyRedirects.kind,
-    UnsupportedContentType.kind,
-    HttpStatus.kind,
-    Timeout.kind,
-    ConnectionFailed.kind,
-    UpstreamError.kind,
-    RateLimited.kind,
-    InternalError.kind,
-)
+    kind = ErrorKind.INTERNAL_ERROR

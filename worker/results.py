@@ -1,71 +1,131 @@
-"""The contract's result object: built in one place, written with its TTL and a wake-up for the client."""
+"""The contract's result objects: typed, built here and only here, and written with their TTL and a
+wake-up for the client that waits on them.
+
+A tool returns the fields of its own result (``FetchPage``, ``WebSearch``); ``ok_result`` and
+``error_result`` put the common head on them. What travels through Redis is the JSON of these.
+"""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from worker import keys
-from worker.errors import HttpStatus, ResearchError
+from worker import activity, keys
+from worker.errors import ErrorKind, ResearchError
 from worker.queue import blocking_peek
 from worker.serialization import dumps, loads
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-RECENT_LIMIT = 200
 # The wake-up list carries a copy of the result so a waiting client needs no second round trip;
 # it is short-lived because only a client already waiting (or about to) needs it: a later reader
 # reads the result key.
 DONE_TTL_MS = 60_000
+OK = "ok"
 
 
-def ok_result(tool: str, report_id: str, job_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"ok": True, "tool": tool, "report_id": report_id, "job_id": job_id, **payload}
+class Citation(TypedDict):
+    title: str
+    url: str
+    snippet: str
 
 
-def error_result(tool: str, report_id: str | None, job_id: str, error: ResearchError) -> dict[str, Any]:
-    result: dict[str, Any] = {
+class WebSearch(TypedDict):
+    """What web_search adds to an ok result."""
+
+    query: str
+    results: list[Citation]
+    provider: str
+
+
+class FetchPage(TypedDict):
+    """What fetch_page adds to an ok result."""
+
+    url: str  # the canonical form of the URL asked for
+    final_url: str
+    status: int
+    content_type: str
+    title: str
+    text: str
+    truncated: bool
+    redirects: int
+    bytes_read: int
+    fetched_at: str  # UTC, to the second; the original fetch time when served from the cache
+    extraction: str  # "main" or "full"
+    links: list[str]
+    hidden_removed: int
+    cached: bool
+    pages: NotRequired[int]  # PDFs only
+    pages_read: NotRequired[int]  # PDFs only
+
+
+class ErrorDetail(TypedDict):
+    kind: str
+    message: str
+
+
+class About(TypedDict, total=False):
+    """What a job was about, carried by its result even when it failed."""
+
+    url: str
+    query: str
+
+
+class ErrorResult(TypedDict):
+    ok: bool
+    tool: str
+    report_id: str | None
+    job_id: str
+    error: ErrorDetail
+    url: NotRequired[str]
+    query: NotRequired[str]
+    status: NotRequired[int | None]
+
+
+# A result as it travels: the head (ok, tool, report_id, job_id) and a tool's fields, or an error.
+Result = dict[str, Any]
+
+
+def ok_result(tool: str, report_id: str, job_id: str, fields: Mapping[str, Any]) -> Result:
+    return {"ok": True, "tool": tool, "report_id": report_id, "job_id": job_id, **fields}
+
+
+def error_result(
+    tool: str, report_id: str | None, job_id: str, error: ResearchError, about: About | None = None
+) -> Result:
+    result: ErrorResult = {
         "ok": False,
         "tool": tool,
         "report_id": report_id,
         "job_id": job_id,
-        "error": {"kind": error.kind, "message": error.message},
+        "error": {"kind": error.kind.value, "message": error.message},
     }
-    if isinstance(error, HttpStatus) or error.status is not None:
+    if about is not None:
+        if "url" in about:
+            result["url"] = about["url"]
+        if "query" in about:
+            result["query"] = about["query"]
+    if error.status is not None or error.kind is ErrorKind.HTTP_STATUS:
         result["status"] = error.status
-    return result
+    return dict(result)
 
 
-def outcome(result: dict[str, Any]) -> str:
+def outcome(result: Mapping[str, Any]) -> str:
     """'ok' or the error kind: the label logs, metrics and the dashboard use."""
     if result.get("ok"):
-        return "ok"
+        return OK
     error = result.get("error")
-    return str(error.get("kind")) if isinstance(error, dict) else "internal_error"
-
-
-def summary(result: dict[str, Any], duration_ms: float) -> dict[str, Any]:
-    """What the dashboard shows of a result: never page text, a short preview of the target only."""
-    target = result.get("url") or result.get("query") or ""
-    return {
-        "job_id": result.get("job_id"),
-        "tool": result.get("tool"),
-        "report_id": result.get("report_id"),
-        "outcome": outcome(result),
-        "target": str(target)[:120],
-        "at": time.time(),
-        "duration_ms": round(duration_ms, 1),
-    }
+    return str(error.get("kind")) if isinstance(error, dict) else ErrorKind.INTERNAL_ERROR.value
 
 
 class ResultStore:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
         self._redis = redis
         self._ttl_ms = ttl_s * 1000
-        self._recent = keys.recent(queue_name)
+        self._queue_name = queue_name
 
-    async def write(self, result: dict[str, Any], duration_ms: float) -> None:
+    async def write(self, result: Result, duration_ms: float) -> None:
         """Result, wake-up and dashboard line in one transaction: none is seen without the others."""
         job_id = str(result["job_id"])
         payload = dumps(result)
@@ -74,19 +134,18 @@ class ResultStore:
             tx.delete(keys.done(job_id))
             tx.rpush(keys.done(job_id), payload)
             tx.pexpire(keys.done(job_id), min(self._ttl_ms, DONE_TTL_MS))
-            tx.lpush(self._recent, dumps(summary(result, duration_ms)))
-            tx.ltrim(self._recent, 0, RECENT_LIMIT - 1)
+            activity.record(tx, self._queue_name, result, outcome(result), duration_ms)
             await tx.execute()
 
-    async def read(self, job_id: str) -> dict[str, Any] | None:
+    async def read(self, job_id: str) -> Result | None:
         return decode(await self._redis.get(keys.result(job_id)))
 
-    async def wait(self, job_id: str, timeout_s: float) -> dict[str, Any] | None:
+    async def wait(self, job_id: str, timeout_s: float) -> Result | None:
         """Block until the job's result is written (or the time runs out); no polling."""
         return decode(await blocking_peek(self._redis, keys.done(job_id), timeout_s))
 
 
-def decode(raw: bytes | None) -> dict[str, Any] | None:
+def decode(raw: bytes | None) -> Result | None:
     if raw is None:
         return None
     value = loads(raw)

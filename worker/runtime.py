@@ -26,7 +26,7 @@ from worker import keys, metrics_server
 from worker.budget import Budgets
 from worker.config import ConfigError, Settings
 from worker.context import Runtime
-from worker.envelope import ToolJob, arq_function, parse_report_id, write_result
+from worker.envelope import MAX_TRIES, ToolJob, arq_function, parse_report_id, write_result
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError
 from worker.logs import fields
 from worker.menu import Menu
@@ -46,19 +46,11 @@ HEALTH_TTL_S = 3 * HEALTH_INTERVAL_S
 MAX_REDIS_BACKOFF_S = 5.0
 
 
-def registered_tools() -> tuple[ToolJob, ...]:
-    """The tools this worker runs."""
-    from jobs.fetch import FETCH_PAGE
-    from jobs.search import WEB_SEARCH
-
-    return (WEB_SEARCH, FETCH_PAGE)
-
-
 class ResearchWorker(Worker):
     def __init__(
         self,
         settings: Settings,
-        tools: Sequence[ToolJob] | None = None,
+        tools: Sequence[ToolJob],
         *,
         burst: bool = False,
         handle_signals: bool = True,
@@ -66,7 +58,7 @@ class ResearchWorker(Worker):
         extra_functions: Sequence[Function] = (),
     ) -> None:
         self.settings = settings
-        self._tools = registered_tools() if tools is None else tuple(tools)
+        self._tools = tuple(tools)
         functions = [arq_function(tool, settings) for tool in self._tools] + list(extra_functions)
         self.runtime: Runtime | None = None
         self._slot_free = asyncio.Event()
@@ -86,7 +78,7 @@ class ResearchWorker(Worker):
             job_timeout=settings.job_timeout_s,
             keep_result=settings.result_ttl_s,
             poll_delay=poll_delay_s,
-            max_tries=3,
+            max_tries=MAX_TRIES,
             health_check_interval=HEALTH_INTERVAL_S,
             health_check_key=keys.health(settings.queue_name, settings.worker_id),
             job_serializer=dumps,
@@ -97,8 +89,7 @@ class ResearchWorker(Worker):
     async def _on_startup(self, ctx: dict[str, Any]) -> None:
         runtime = await build_runtime(self.settings, self.pool)
         for tool in self._tools:
-            if tool.start is not None:
-                await tool.start(runtime)
+            await tool.start(runtime)
         if self.settings.metrics_port is not None:
             try:
                 self._metrics_runner = await metrics_server.start(runtime.metrics, self.settings.metrics_port)
@@ -127,8 +118,7 @@ class ResearchWorker(Worker):
         if self.runtime is None:
             return
         for tool in self._tools:
-            if tool.stop is not None:
-                await tool.stop(self.runtime)
+            await tool.stop()
 
     async def main(self) -> None:
         """arq's loop with two changes: wait on the wake list, and survive Redis going away."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import fetch_tool
+from jobs.fetch import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.tls import TestCA
 from tests.support.workers import running_worker
@@ -50,7 +50,7 @@ async def fetching(
 ) -> AsyncIterator[FetchHarness]:
     resolver = resolver or FakeResolver({})
     async with (
-        running_worker(settings, [fetch_tool(resolver)], **extra),
+        running_worker(settings, [FetchPageTool(resolver)], **extra),
         ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=30) as client,
     ):
         yield FetchHarness(client, report, resolver)

@@ -7,7 +7,7 @@ from typing import Any
 
 from worker.budget import Tool
 from worker.context import JobContext
-from worker.envelope import ToolJob
+from worker.envelope import FunctionTool
 from worker.errors import InvalidRequest
 
 
@@ -32,8 +32,8 @@ async def _noop(job: JobContext, args: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-ECHO = ToolJob("echo", ("value",), lambda s: 5.0, _echo)
-SLOW = ToolJob("slow", ("seconds",), lambda s: 30.0, _slow)
-BOOM = ToolJob("boom", (), lambda s: 5.0, _boom)
-NOOP = ToolJob("noop", (), lambda s: 5.0, _noop)
+ECHO = FunctionTool("echo", ("value",), lambda s: 5.0, _echo)
+SLOW = FunctionTool("slow", ("seconds",), lambda s: 30.0, _slow)
+BOOM = FunctionTool("boom", (), lambda s: 5.0, _boom)
+NOOP = FunctionTool("noop", (), lambda s: 5.0, _noop)
 TEST_TOOLS = (ECHO, SLOW, BOOM, NOOP)

@@ -10,14 +10,15 @@ from tests.support import loopback
 from tests.support.tools import TEST_TOOLS
 from worker import logs
 from worker.config import Settings
-from worker.runtime import ResearchWorker, registered_tools
+from worker.runtime import ResearchWorker
+from worker.settings import tools
 
 
 def main() -> None:
     loopback.install()
     settings = Settings.from_env()
     logs.configure(settings.log_level)
-    ResearchWorker(settings, (*registered_tools(), *TEST_TOOLS)).run()
+    ResearchWorker(settings, (*tools(), *TEST_TOOLS)).run()
 
 
 if __name__ == "__main__":

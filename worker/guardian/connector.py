@@ -21,6 +21,7 @@ from aiohttp.resolver import ThreadedResolver
 
 from worker.errors import DnsFailure
 from worker.guardian.policy import AddressPolicy
+from worker.guardian.reasons import Reason
 
 if TYPE_CHECKING:
     from aiohappyeyeballs import AddrInfoType
@@ -33,7 +34,7 @@ DNS_TIMEOUT_S = 5.0
 class SocketRefused(OSError):
     """Raised by the socket factory; an OSError so aiohttp reports it as a connection failure."""
 
-    def __init__(self, address: str, reason: str, detail: str) -> None:
+    def __init__(self, address: str, reason: Reason, detail: str) -> None:
         super().__init__(f"guardian refused to connect to {address}: {detail}")
         self.address = address
         self.reason = reason

@@ -18,8 +18,7 @@ from worker.errors import GuardianRefusal, ResearchError
 from worker.guardian.connector import GuardedResolver
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import check_url
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from worker.guardian.verdict import IPAddress
 
 
 async def decide(

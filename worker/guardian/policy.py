@@ -23,47 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
+from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_network
 
 from worker.errors import DestinationBlocked, DnsFailure
-from worker.guardian.verdict import Verdict
+from worker.guardian.reasons import Reason
+from worker.guardian.verdict import IPAddress, Verdict
 
-IPAddress = IPv4Address | IPv6Address
 IPNetwork = IPv4Network | IPv6Network
-
-# The reason labels, stable because metrics and dashboards count by them.
-PUBLIC = "public"
-OPERATOR_ALLOW = "operator_allow"
-UNSPECIFIED = "unspecified"
-LOOPBACK = "loopback"
-PRIVATE = "private"
-LINK_LOCAL = "link_local"
-CGNAT = "cgnat"
-DOCUMENTATION = "documentation"
-BENCHMARKING = "benchmarking"
-MULTICAST = "multicast"
-RESERVED = "reserved"
-IPV6_EMBEDS_IPV4 = "ipv6_embeds_ipv4"
-TRANSLATION = "translation"
-NOT_GLOBAL = "not_global"
-
-REASONS: tuple[str, ...] = (
-    PUBLIC,
-    OPERATOR_ALLOW,
-    UNSPECIFIED,
-    LOOPBACK,
-    PRIVATE,
-    LINK_LOCAL,
-    CGNAT,
-    DOCUMENTATION,
-    BENCHMARKING,
-    MULTICAST,
-    RESERVED,
-    IPV6_EMBEDS_IPV4,
-    TRANSLATION,
-    NOT_GLOBAL,
-)
-ALLOWING_REASONS = frozenset({PUBLIC, OPERATOR_ALLOW})
 
 # NAT64 gateways turn these into connections to whatever IPv4 address the low bits name, the
 # gateway's own private network included, so neither the table nor an operator may open them.
@@ -78,11 +44,11 @@ GLOBAL_UNICAST = IPv6Network("2000::/3")
 @dataclass(frozen=True)
 class Rule:
     network: IPNetwork
-    reason: str
+    reason: Reason
     detail: str
 
 
-def _table(rows: Iterable[tuple[str, str, str]]) -> tuple[Rule, ...]:
+def _table(rows: Iterable[tuple[str, Reason, str]]) -> tuple[Rule, ...]:
     # Longest prefix first, so a specific row (::1 loopback, the metadata address) wins over the
     # block that holds it (::/96, 169.254.0.0/16) and the rows can be written in address order.
     rules = [Rule(ip_network(network), reason, detail) for network, reason, detail in rows]
@@ -91,48 +57,84 @@ def _table(rows: Iterable[tuple[str, str, str]]) -> tuple[Rule, ...]:
 
 IPV4_TABLE = _table(
     [
-        ("0.0.0.0/8", UNSPECIFIED, "0.0.0.0/8 means 'this host', and connecting to it reaches loopback"),
-        ("10.0.0.0/8", PRIVATE, "10.0.0.0/8 is private network space (RFC 1918)"),
-        ("100.64.0.0/10", CGNAT, "100.64.0.0/10 is carrier-grade NAT space, inside a provider's network"),
-        ("100.100.100.200/32", CGNAT, "100.100.100.200 is Alibaba Cloud's instance metadata service"),
-        ("127.0.0.0/8", LOOPBACK, "127.0.0.0/8 is loopback, the worker's own host"),
-        ("169.254.0.0/16", LINK_LOCAL, "169.254.0.0/16 is link-local, where cloud metadata services live"),
-        ("169.254.169.254/32", LINK_LOCAL, "169.254.169.254 is the cloud instance metadata service"),
-        ("172.16.0.0/12", PRIVATE, "172.16.0.0/12 is private network space (RFC 1918)"),
-        ("192.0.0.0/24", RESERVED, "192.0.0.0/24 is reserved for IETF protocol assignments"),
-        ("192.0.0.192/32", RESERVED, "192.0.0.192 is Oracle Cloud's legacy instance metadata service"),
-        ("192.0.2.0/24", DOCUMENTATION, "192.0.2.0/24 is TEST-NET-1, for documentation only"),
-        ("192.88.99.0/24", RESERVED, "192.88.99.0/24 is the retired 6to4 relay anycast block"),
-        ("192.168.0.0/16", PRIVATE, "192.168.0.0/16 is private network space (RFC 1918)"),
-        ("198.18.0.0/15", BENCHMARKING, "198.18.0.0/15 is for benchmarking networks, not the internet"),
-        ("198.51.100.0/24", DOCUMENTATION, "198.51.100.0/24 is TEST-NET-2, for documentation only"),
-        ("203.0.113.0/24", DOCUMENTATION, "203.0.113.0/24 is TEST-NET-3, for documentation only"),
-        ("224.0.0.0/4", MULTICAST, "224.0.0.0/4 is multicast, not a single host"),
-        ("240.0.0.0/4", RESERVED, "240.0.0.0/4 is reserved for future use"),
-        ("255.255.255.255/32", RESERVED, "255.255.255.255 is the limited broadcast address"),
+        (
+            "0.0.0.0/8",
+            Reason.UNSPECIFIED,
+            "0.0.0.0/8 means 'this host', and connecting to it reaches loopback",
+        ),
+        ("10.0.0.0/8", Reason.PRIVATE, "10.0.0.0/8 is private network space (RFC 1918)"),
+        (
+            "100.64.0.0/10",
+            Reason.CGNAT,
+            "100.64.0.0/10 is carrier-grade NAT space, inside a provider's network",
+        ),
+        ("100.100.100.200/32", Reason.CGNAT, "100.100.100.200 is Alibaba Cloud's instance metadata service"),
+        ("127.0.0.0/8", Reason.LOOPBACK, "127.0.0.0/8 is loopback, the worker's own host"),
+        (
+            "169.254.0.0/16",
+            Reason.LINK_LOCAL,
+            "169.254.0.0/16 is link-local, where cloud metadata services live",
+        ),
+        ("169.254.169.254/32", Reason.LINK_LOCAL, "169.254.169.254 is the cloud instance metadata service"),
+        ("172.16.0.0/12", Reason.PRIVATE, "172.16.0.0/12 is private network space (RFC 1918)"),
+        ("192.0.0.0/24", Reason.RESERVED, "192.0.0.0/24 is reserved for IETF protocol assignments"),
+        ("192.0.0.192/32", Reason.RESERVED, "192.0.0.192 is Oracle Cloud's legacy instance metadata service"),
+        ("192.0.2.0/24", Reason.DOCUMENTATION, "192.0.2.0/24 is TEST-NET-1, for documentation only"),
+        ("192.88.99.0/24", Reason.RESERVED, "192.88.99.0/24 is the retired 6to4 relay anycast block"),
+        ("192.168.0.0/16", Reason.PRIVATE, "192.168.0.0/16 is private network space (RFC 1918)"),
+        (
+            "198.18.0.0/15",
+            Reason.BENCHMARKING,
+            "198.18.0.0/15 is for benchmarking networks, not the internet",
+        ),
+        ("198.51.100.0/24", Reason.DOCUMENTATION, "198.51.100.0/24 is TEST-NET-2, for documentation only"),
+        ("203.0.113.0/24", Reason.DOCUMENTATION, "203.0.113.0/24 is TEST-NET-3, for documentation only"),
+        ("224.0.0.0/4", Reason.MULTICAST, "224.0.0.0/4 is multicast, not a single host"),
+        ("240.0.0.0/4", Reason.RESERVED, "240.0.0.0/4 is reserved for future use"),
+        ("255.255.255.255/32", Reason.RESERVED, "255.255.255.255 is the limited broadcast address"),
     ]
 )
 
 IPV6_TABLE = _table(
     [
-        ("::/128", UNSPECIFIED, ":: is the unspecified address, and connecting to it reaches loopback"),
-        ("::1/128", LOOPBACK, "::1 is loopback, the worker's own host"),
-        ("::/96", IPV6_EMBEDS_IPV4, "::/96 is IPv4-compatible IPv6, which carries an IPv4 address"),
-        ("::ffff:0:0:0/96", IPV6_EMBEDS_IPV4, "::ffff:0:0:0/96 is SIIT's IPv4-translated form"),
-        ("64:ff9b::/96", TRANSLATION, "64:ff9b::/96 is NAT64, which a gateway forwards to any IPv4 address"),
-        ("64:ff9b:1::/48", TRANSLATION, "64:ff9b:1::/48 is local-use NAT64, forwarded to any IPv4 address"),
-        ("100::/64", RESERVED, "100::/64 is the discard-only block"),
-        ("2001::/23", RESERVED, "2001::/23 is reserved for IETF protocol assignments"),
-        ("2001::/32", IPV6_EMBEDS_IPV4, "2001::/32 is Teredo, which tunnels to an IPv4 address it carries"),
-        ("2001:2::/48", BENCHMARKING, "2001:2::/48 is for benchmarking networks, not the internet"),
-        ("2001:db8::/32", DOCUMENTATION, "2001:db8::/32 is for documentation only"),
-        ("2002::/16", IPV6_EMBEDS_IPV4, "2002::/16 is 6to4, which relays to an IPv4 address it carries"),
-        ("3fff::/20", DOCUMENTATION, "3fff::/20 is for documentation only"),
-        ("fc00::/7", PRIVATE, "fc00::/7 is unique-local, IPv6's private network space"),
-        ("fd00:ec2::254/128", PRIVATE, "fd00:ec2::254 is AWS's IPv6 instance metadata service"),
-        ("fe80::/10", LINK_LOCAL, "fe80::/10 is link-local, where metadata services can be reached"),
-        ("fec0::/10", PRIVATE, "fec0::/10 is deprecated site-local, private to a site"),
-        ("ff00::/8", MULTICAST, "ff00::/8 is multicast, not a single host"),
+        (
+            "::/128",
+            Reason.UNSPECIFIED,
+            ":: is the unspecified address, and connecting to it reaches loopback",
+        ),
+        ("::1/128", Reason.LOOPBACK, "::1 is loopback, the worker's own host"),
+        ("::/96", Reason.IPV6_EMBEDS_IPV4, "::/96 is IPv4-compatible IPv6, which carries an IPv4 address"),
+        ("::ffff:0:0:0/96", Reason.IPV6_EMBEDS_IPV4, "::ffff:0:0:0/96 is SIIT's IPv4-translated form"),
+        (
+            "64:ff9b::/96",
+            Reason.TRANSLATION,
+            "64:ff9b::/96 is NAT64, which a gateway forwards to any IPv4 address",
+        ),
+        (
+            "64:ff9b:1::/48",
+            Reason.TRANSLATION,
+            "64:ff9b:1::/48 is local-use NAT64, forwarded to any IPv4 address",
+        ),
+        ("100::/64", Reason.RESERVED, "100::/64 is the discard-only block"),
+        ("2001::/23", Reason.RESERVED, "2001::/23 is reserved for IETF protocol assignments"),
+        (
+            "2001::/32",
+            Reason.IPV6_EMBEDS_IPV4,
+            "2001::/32 is Teredo, which tunnels to an IPv4 address it carries",
+        ),
+        ("2001:2::/48", Reason.BENCHMARKING, "2001:2::/48 is for benchmarking networks, not the internet"),
+        ("2001:db8::/32", Reason.DOCUMENTATION, "2001:db8::/32 is for documentation only"),
+        (
+            "2002::/16",
+            Reason.IPV6_EMBEDS_IPV4,
+            "2002::/16 is 6to4, which relays to an IPv4 address it carries",
+        ),
+        ("3fff::/20", Reason.DOCUMENTATION, "3fff::/20 is for documentation only"),
+        ("fc00::/7", Reason.PRIVATE, "fc00::/7 is unique-local, IPv6's private network space"),
+        ("fd00:ec2::254/128", Reason.PRIVATE, "fd00:ec2::254 is AWS's IPv6 instance metadata service"),
+        ("fe80::/10", Reason.LINK_LOCAL, "fe80::/10 is link-local, where metadata services can be reached"),
+        ("fec0::/10", Reason.PRIVATE, "fec0::/10 is deprecated site-local, private to a site"),
+        ("ff00::/8", Reason.MULTICAST, "ff00::/8 is multicast, not a single host"),
     ]
 )
 
@@ -169,14 +171,16 @@ class AddressPolicy:
             return Verdict(inner.allowed, inner.reason, f"IPv4-mapped {address.ipv4_mapped}: {inner.detail}")
         for network in self._allow:
             if address in network:
-                return Verdict.allow(OPERATOR_ALLOW, f"the operator allows {network}")
+                return Verdict.allow(Reason.OPERATOR_ALLOW, f"the operator allows {network}")
         table = IPV6_TABLE if isinstance(address, IPv6Address) else IPV4_TABLE
         for rule in table:
             if address in rule.network:
                 return Verdict.deny(rule.reason, rule.detail)
         if isinstance(address, IPv6Address) and address not in GLOBAL_UNICAST:
-            return Verdict.deny(NOT_GLOBAL, "only 2000::/3 is global unicast IPv6, and this is outside it")
-        return Verdict.allow(PUBLIC, "it is outside every refused range")
+            return Verdict.deny(
+                Reason.NOT_GLOBAL, "only 2000::/3 is global unicast IPv6, and this is outside it"
+            )
+        return Verdict.allow(Reason.PUBLIC, "it is outside every refused range")
 
     def check_answers(self, host: str, addresses: Sequence[IPAddress]) -> list[IPAddress]:
         """The resolver's rule: every answer is judged, and one refused answer refuses the name.

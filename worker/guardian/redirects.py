@@ -5,6 +5,7 @@ from __future__ import annotations
 import yarl
 
 from worker.errors import DestinationBlocked
+from worker.guardian.reasons import Reason
 from worker.guardian.urls import ClassifiesAddresses, Target, check_url, refuse_hidden_characters
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -17,12 +18,14 @@ def next_hop(current: Target, location: str, policy: ClassifiesAddresses) -> Tar
     control character would be normalized away before the full check could see it.
     """
     if not location:
-        raise DestinationBlocked("the redirect has an empty Location", reason="malformed_url")
+        raise DestinationBlocked("the redirect has an empty Location", reason=Reason.MALFORMED_URL)
     refuse_hidden_characters(location)
     try:
         joined = yarl.URL(current.url, encoded=True).join(yarl.URL(location, encoded=True))
     except ValueError:
-        raise DestinationBlocked("the redirect's Location is not a URL", reason="malformed_url") from None
+        raise DestinationBlocked(
+            "the redirect's Location is not a URL", reason=Reason.MALFORMED_URL
+        ) from None
     return check_url(str(joined), policy)
 
 

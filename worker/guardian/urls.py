@@ -21,11 +21,10 @@ from urllib.parse import quote
 import yarl
 
 from worker.errors import DestinationBlocked, SchemeNotAllowed
-from worker.guardian.verdict import Verdict
+from worker.guardian.reasons import Reason
+from worker.guardian.verdict import IPAddress, Verdict
+from worker.limits import MAX_URL_LENGTH
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-MAX_URL_LENGTH = 8192
 SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 HOST_CHARS = re.compile(r"[a-z0-9\-_.]+")
 DOTTED_QUAD = re.compile(
@@ -57,27 +56,27 @@ class Target:
         return (self.host[4:] if self.host.startswith("www.") else self.host, self.port)
 
 
-def _blocked(reason: str, detail: str) -> DestinationBlocked:
+def _blocked(reason: Reason, detail: str) -> DestinationBlocked:
     return DestinationBlocked(detail, reason=reason)
 
 
 def parse_https_url(raw: str) -> Target:
     """Check the raw string and return its canonical form; raise the refusal otherwise."""
     if not isinstance(raw, str) or not raw:
-        raise _blocked("malformed_url", "the URL is empty")
+        raise _blocked(Reason.MALFORMED_URL, "the URL is empty")
     if len(raw) > MAX_URL_LENGTH:
-        raise _blocked("malformed_url", f"the URL is longer than {MAX_URL_LENGTH} characters")
+        raise _blocked(Reason.MALFORMED_URL, f"the URL is longer than {MAX_URL_LENGTH} characters")
     refuse_hidden_characters(raw)
     scheme = SCHEME.match(raw)
     if scheme is None:
-        raise _blocked("malformed_url", "the URL is not absolute (it has no scheme)")
+        raise _blocked(Reason.MALFORMED_URL, "the URL is not absolute (it has no scheme)")
     if scheme.group(1).lower() != "https":
         raise SchemeNotAllowed(
-            f"only https URLs are fetched, not {scheme.group(1).lower()}:", reason="scheme"
+            f"only https URLs are fetched, not {scheme.group(1).lower()}:", reason=Reason.SCHEME
         )
     rest = raw[scheme.end() :]
     if not rest.startswith("//"):
-        raise _blocked("malformed_url", "an https URL must have the form https://host/path")
+        raise _blocked(Reason.MALFORMED_URL, "an https URL must have the form https://host/path")
     rest = rest[2:]
     end = len(rest)
     for sep in "/?#":
@@ -86,10 +85,10 @@ def parse_https_url(raw: str) -> Target:
             end = min(end, index)
     authority, tail = rest[:end], rest[end:]
     if "@" in authority:
-        raise _blocked("userinfo", "URLs with credentials (user@host) are refused")
+        raise _blocked(Reason.USERINFO, "URLs with credentials (user@host) are refused")
     host_part, port = _split_port(authority)
     if "%" in host_part:
-        raise _blocked("percent_in_host", "a percent sign in the host (encoding or zone id) is refused")
+        raise _blocked(Reason.PERCENT_IN_HOST, "a percent sign in the host (encoding or zone id) is refused")
     host, address = _normalize_host(host_part)
     path_and_query = tail.split("#", 1)[0]
     path, question, query = path_and_query.partition("?")
@@ -128,22 +127,26 @@ def refuse_hidden_characters(raw: str) -> None:
     for ch in raw:
         code = ord(ch)
         if code <= 0x20 or code == 0x7F or 0x80 <= code <= 0x9F or ch.isspace():
-            raise _blocked("control_character", "control characters and spaces in a URL are refused")
+            raise _blocked(Reason.CONTROL_CHARACTER, "control characters and spaces in a URL are refused")
         if ch == "\\":
-            raise _blocked("backslash", "backslashes in a URL are refused (parsers read them as slashes)")
+            raise _blocked(
+                Reason.BACKSLASH, "backslashes in a URL are refused (parsers read them as slashes)"
+            )
         if unicodedata.category(ch) in {"Cf", "Cs", "Co", "Cn"}:
             # Zero-width, bidi, soft hyphen and the like: IDNA maps some away, hiding the real host.
-            raise _blocked("invisible_character", "invisible or unassigned characters in a URL are refused")
+            raise _blocked(
+                Reason.INVISIBLE_CHARACTER, "invisible or unassigned characters in a URL are refused"
+            )
 
 
 def _split_port(authority: str) -> tuple[str, int]:
     if authority.startswith("["):
         close = authority.find("]")
         if close == -1:
-            raise _blocked("malformed_url", "an IPv6 host must be closed with ]")
+            raise _blocked(Reason.MALFORMED_URL, "an IPv6 host must be closed with ]")
         host, after = authority[: close + 1], authority[close + 1 :]
         if after and not after.startswith(":"):
-            raise _blocked("malformed_url", "unexpected characters after the IPv6 host")
+            raise _blocked(Reason.MALFORMED_URL, "unexpected characters after the IPv6 host")
         port_text = after[1:] if after else None
     else:
         host, colon, port_text_raw = authority.partition(":")
@@ -151,30 +154,30 @@ def _split_port(authority: str) -> tuple[str, int]:
     if port_text is None or port_text == "":
         return host, 443
     if not port_text.isascii() or not port_text.isdigit():
-        raise _blocked("bad_port", f"the port {port_text[:20]!r} is not a number")
+        raise _blocked(Reason.BAD_PORT, f"the port {port_text[:20]!r} is not a number")
     # A port has at most five digits; a run of thousands would make int() itself raise.
     if len(port_text) > 5:
-        raise _blocked("bad_port", f"the port {port_text[:20]!r} is outside 1..65535")
+        raise _blocked(Reason.BAD_PORT, f"the port {port_text[:20]!r} is outside 1..65535")
     port = int(port_text)
     if not 1 <= port <= 65535:
-        raise _blocked("bad_port", f"the port {port} is outside 1..65535")
+        raise _blocked(Reason.BAD_PORT, f"the port {port} is outside 1..65535")
     return host, port
 
 
 def _normalize_host(host: str) -> tuple[str, IPAddress | None]:
     if not host:
-        raise _blocked("malformed_url", "the URL has no host")
+        raise _blocked(Reason.MALFORMED_URL, "the URL has no host")
     if host.startswith("["):
         try:
             address = ipaddress.IPv6Address(host[1:-1])
         except ValueError:
-            raise _blocked("malformed_url", "the bracketed host is not an IPv6 address") from None
+            raise _blocked(Reason.MALFORMED_URL, "the bracketed host is not an IPv6 address") from None
         return address.compressed, address
     _refuse_ambiguous_number(host)
     try:
         ascii_host = yarl.URL.build(scheme="https", host=host).raw_host or ""
     except (ValueError, UnicodeError):
-        raise _blocked("malformed_url", "the host is not a valid domain name") from None
+        raise _blocked(Reason.MALFORMED_URL, "the host is not a valid domain name") from None
     ascii_host = ascii_host.lower()
     if ascii_host.endswith("."):
         ascii_host = ascii_host[:-1]
@@ -184,9 +187,9 @@ def _normalize_host(host: str) -> tuple[str, IPAddress | None]:
         or not HOST_CHARS.fullmatch(ascii_host)
         or "" in ascii_host.split(".")
     ):
-        raise _blocked("malformed_url", "the host is not a valid domain name")
+        raise _blocked(Reason.MALFORMED_URL, "the host is not a valid domain name")
     if not _a_labels_round_trip(ascii_host):
-        raise _blocked("malformed_url", "the host has a punycode (xn--) label that does not decode")
+        raise _blocked(Reason.MALFORMED_URL, "the host has a punycode (xn--) label that does not decode")
     # Again after IDNA: full-width digits and ideographic dots normalize into an IPv4 literal.
     _refuse_ambiguous_number(ascii_host)
     if DOTTED_QUAD.fullmatch(ascii_host):
@@ -211,6 +214,6 @@ def _refuse_ambiguous_number(host: str) -> None:
     numeric = NUMERIC_LABEL.fullmatch(labels[-1]) or labels[-1].isdigit()
     if numeric and not DOTTED_QUAD.fullmatch(host.rstrip(".")):
         raise _blocked(
-            "ambiguous_ip",
+            Reason.AMBIGUOUS_IP,
             "a numeric host must be a plain dotted quad (no decimal, octal, hex or short forms)",
         )

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address
+
+from worker.guardian.reasons import Reason
+
+IPAddress = IPv4Address | IPv6Address
 
 
 @dataclass(frozen=True)
 class Verdict:
     allowed: bool
-    reason: str  # a short label for metrics: "public", "operator_allow", "private", "loopback", ...
+    reason: Reason
     detail: str  # one sentence for people
 
     @classmethod
-    def allow(cls, reason: str, detail: str) -> Verdict:
+    def allow(cls, reason: Reason, detail: str) -> Verdict:
         return cls(True, reason, detail)
 
     @classmethod
-    def deny(cls, reason: str, detail: str) -> Verdict:
+    def deny(cls, reason: Reason, detail: str) -> Verdict:
         return cls(False, reason, detail)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from jobs.reduce import (
+from jobs.reader.reduce import (
     ARTICLE,
     ASIDE,
     BOILERPLATE_HINT,

@@ -2,16 +2,22 @@
 
 The fetch refuses a declared binary type before reading the body; a body with no usable declaration
 is read and sniffed here, because a server that sends no Content-Type could be sending anything: a
-PDF, an image, a zip. Only text reaches the reducer.
+PDF, an image, a zip. Only text reaches the reducer, and only a PDF reaches the PDF reader.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum
 
-Kind = Literal["text", "binary", "undeclared"]
+
+class DeclaredKind(Enum):
+    TEXT = "text"  # read it
+    PDF = "pdf"  # read it whole, up to the PDF cap
+    BINARY = "binary"  # refuse before reading
+    UNDECLARED = "undeclared"  # read, then sniff
+
 
 # RFC 9110 token characters: what a type, a subtype and a parameter name are made of.
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # noqa: S105 (a grammar, not a secret)
@@ -33,6 +39,9 @@ _TEXT_APPLICATION = frozenset(
 _UNKNOWN = frozenset({"unknown/unknown", "application/unknown", "*/*"})
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
+PDF = "application/pdf"
+PDF_SIGNATURE = b"%PDF-"
 
 
 @dataclass(frozen=True)
@@ -88,12 +97,18 @@ def is_text_essence(essence: str) -> bool:
     )
 
 
-def declared_kind(content_type: str | None) -> Kind:
-    """text: read it; binary: refuse before reading; undeclared: read, then sniff with ``sniff``."""
+def declared_kind(content_type: str | None) -> DeclaredKind:
     parsed = parse_content_type(content_type)
     if parsed is None or parsed.essence in _UNKNOWN:
-        return "undeclared"
-    return "text" if is_text_essence(parsed.essence) else "binary"
+        return DeclaredKind.UNDECLARED
+    if parsed.essence in PDF_TYPES:
+        return DeclaredKind.PDF
+    return DeclaredKind.TEXT if is_text_essence(parsed.essence) else DeclaredKind.BINARY
+
+
+def looks_like_pdf(body: bytes) -> bool:
+    """WHATWG's PDF signature, at the very start of the body."""
+    return body.startswith(PDF_SIGNATURE)
 
 
 # WHATWG MIME Sniffing, "rules for identifying an unknown MIME type", with the sniff-scriptable flag
@@ -118,7 +133,7 @@ _HTML_TAGS = (
     b"<P",
 )
 _BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"%PDF-", "application/pdf"),
+    (PDF_SIGNATURE, PDF),
     (b"%!PS-Adobe-", "application/postscript"),
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),

@@ -26,16 +26,15 @@ import math
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
-from worker.config import ConfigError, Secret, Settings, redact_url
-from worker.envelope import REPORT_ID
-from worker.errors import ConnectionFailed, RateLimited, ResearchError, Timeout, UpstreamError
+from worker.config import Secret, Settings, redact_url
+from worker.error_map import translate
+from worker.errors import RateLimited, ResearchError, Timeout, UpstreamError
 from worker.logs import fields
 from worker.spend import Spend
 
@@ -91,7 +90,7 @@ class OpenRouter:
 
     @classmethod
     async def open(cls, settings: Settings) -> OpenRouter:
-        org_keys = load_org_keys(settings.org_keys_file)
+        org_keys = dict(settings.org_keys)
         if not settings.openrouter_api_key and not org_keys:
             log.warning("no OpenRouter key is configured: every search will answer upstream_error")
         base = urlsplit(settings.openrouter_base_url)
@@ -138,10 +137,8 @@ class OpenRouter:
                 raise Timeout(
                     f"the search provider did not answer within the search's {budget_s:g} s"
                 ) from None
-            except aiohttp.ClientError as exc:
-                failure: ResearchError = ConnectionFailed(
-                    f"could not reach the search provider ({type(exc).__name__})"
-                )
+            except (aiohttp.ClientError, OSError) as exc:
+                failure: ResearchError = translate(exc, "the search provider")
             else:
                 if answer.status == 200:
                     return parse_completion(answer, key)
@@ -343,29 +340,3 @@ def retry_after_s(value: str | None, now: dt.datetime | None = None) -> float | 
             when = when.replace(tzinfo=dt.UTC)
         seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
     return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def load_org_keys(path: str | None) -> dict[str, Secret]:
-    """``{org_id: key}`` from the key file; a bad file stops start-up, naming the entry, never a key."""
-    if path is None:
-        return {}
-    variable = "RESEARCH_ORG_KEYS_FILE"
-    try:
-        raw = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror}") from None
-    except orjson.JSONDecodeError:
-        raise ConfigError(f"{variable}: {path} is not JSON") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{variable}: must be a JSON object mapping org ids to keys")
-    org_keys: dict[str, Secret] = {}
-    for position, (org_id, key) in enumerate(raw.items(), start=1):
-        # The org id is not shown when it is invalid: a file written backwards would show a key.
-        if not REPORT_ID.fullmatch(org_id):
-            raise ConfigError(
-                f"{variable}: entry {position} has an org id that is not 1-200 letters, digits and -_.:"
-            )
-        if not isinstance(key, str) or not key or any(not ch.isprintable() or ch.isspace() for ch in key):
-            raise ConfigError(f"{variable}: the key of org {org_id!r} must be one word of printable text")
-        org_keys[org_id] = Secret(key)
-    return org_keys

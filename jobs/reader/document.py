@@ -14,19 +14,22 @@ import time
 import unicodedata
 from dataclasses import dataclass
 
-from jobs.charset import Flavor, decode
-from jobs.content_types import (
+from jobs.reader.charset import Flavor, decode
+from jobs.reader.content_types import (
     HTML_TYPES,
+    PDF,
+    DeclaredKind,
     apache_bug_binary,
     declared_kind,
     is_text_essence,
     parse_content_type,
     sniff,
 )
-from jobs.hidden import strip_invisible
-from jobs.links import LinkResolver, urls_in_text
-from jobs.main_content import join_blocks, select_full, select_main
-from jobs.reduce import Reducer, Reduction
+from jobs.reader.hidden import strip_invisible
+from jobs.reader.links import LinkResolver, urls_in_text
+from jobs.reader.main_content import join_blocks, select_full, select_main
+from jobs.reader.pdf import read_pdf
+from jobs.reader.reduce import Reducer, Reduction
 from worker.errors import UnsupportedContentType
 
 # Work done between two awaits: well under the 20 ms stall the worker tolerates, and long enough
@@ -44,6 +47,8 @@ class Document:
     links: list[str]  # canonical https URLs, distinct, in page order, at most 500
     hidden_removed: int  # characters of hidden text and invisible characters removed
     extraction: str  # "main" or "full"
+    pages: int | None = None  # PDFs: the document's page count
+    pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
 
 
 async def build_document(
@@ -56,8 +61,10 @@ async def build_document(
     cpu_budget_s: float,
     body_truncated: bool,
 ) -> Document:
-    """Raise UnsupportedContentType when the body is not text: declared so, or sniffed so."""
+    """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so."""
     essence, charset = _text_type(body, content_type)
+    if essence == PDF:
+        return await read_pdf(body, url, max_chars=max_chars)
     flavor = _flavor(essence)
     decoded = decode(body, charset, flavor)
     if flavor != "html":
@@ -92,17 +99,21 @@ async def build_document(
 
 
 def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:
-    """The body's MIME type and declared charset; raise when it is not text."""
+    """The body's MIME type and declared charset; raise when it is neither text nor a PDF."""
     kind = declared_kind(content_type)
-    if kind == "undeclared":
+    if kind is DeclaredKind.PDF:
+        return PDF, None
+    if kind is DeclaredKind.UNDECLARED:
         sniffed = sniff(body)
-        if not is_text_essence(sniffed):
-            raise UnsupportedContentType(f"the body is {sniffed}, not text (no usable Content-Type was sent)")
+        if not is_text_essence(sniffed) and sniffed != PDF:
+            raise UnsupportedContentType(
+                f"the body is {sniffed}, neither text nor a PDF (no usable Content-Type was sent)"
+            )
         return sniffed, None
     parsed = parse_content_type(content_type)
     assert parsed is not None
-    if kind == "binary":
-        raise UnsupportedContentType(f"the page is {parsed.essence}, not text")
+    if kind is DeclaredKind.BINARY:
+        raise UnsupportedContentType(f"the page is {parsed.essence}, neither text nor a PDF")
     if apache_bug_binary(content_type, body):
         raise UnsupportedContentType("the body is binary although it was labelled text/plain")
     return parsed.essence, parsed.charset

@@ -19,9 +19,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from jobs import elements as el
-from jobs.hidden import attributes_hide, strip_invisible
-from jobs.html_tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
+from jobs.reader import elements as el
+from jobs.reader.hidden import attributes_hide, strip_invisible
+from jobs.reader.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 
 # What an open element does to the text inside it (bits, inherited by everything it contains).
 DROP = 1 << 0  # not text at all: script, style, template, svg...

@@ -1,0 +1,164 @@
+"""The network side of fetch_page: a guarded GET that follows redirects by hand and reads a bounded body.
+
+The fetcher holds only what it needs: the guarded session, the address policy, the limits, and
+for each fetch a rule that says whether a redirect hop may be followed (the URL menu's rule, which
+the tool supplies), so it knows nothing of Redis or reports. It reads the body as a stream and
+stops at the byte cap (counted after decompression, so a gzip bomb costs at most the cap), refuses
+a declared binary type before reading anything, and reads a PDF whole up to its own cap or not at
+all, because a cut PDF cannot be parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohttp
+import yarl
+
+from jobs.reader.content_types import DeclaredKind, declared_kind, looks_like_pdf
+from worker.error_map import translate
+from worker.errors import HttpStatus, TooManyRedirects, UnsupportedContentType, UrlNotInMenu
+from worker.guardian.policy import AddressPolicy
+from worker.guardian.redirects import REDIRECT_STATUSES, next_hop, same_site
+from worker.guardian.urls import Target
+
+READ_CHUNK = 65_536
+
+# May the fetch follow a redirect from the first target to the second? (The URL menu's rule.)
+HopRule = Callable[[Target, Target], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    max_bytes: int  # text bodies: more is cut, and the result says truncated
+    max_pdf_bytes: int  # PDFs: more is refused, since a cut PDF cannot be parsed
+    max_redirects: int
+
+
+@dataclass(frozen=True)
+class Fetched:
+    final: Target
+    status: int
+    content_type: str | None
+    body: bytes
+    truncated: bool
+    redirects: int
+
+
+class Fetcher:
+    """The guarded session and the policy, built once per worker and shared by its fetch jobs."""
+
+    def __init__(self, session: aiohttp.ClientSession, policy: AddressPolicy, limits: FetchLimits) -> None:
+        self.session = session
+        self.policy = policy
+        self.limits = limits
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def get(self, target: Target, may_follow: HopRule) -> Fetched:
+        """GET ``target``, following at most ``max_redirects`` hops, each judged again in full."""
+        current = target
+        for hop in range(self.limits.max_redirects + 1):
+            response = await self._request(current)
+            try:
+                location = response.headers.get("Location")
+                if response.status in REDIRECT_STATUSES and location is not None:
+                    if hop == self.limits.max_redirects:
+                        raise TooManyRedirects(
+                            f"more than {self.limits.max_redirects} redirects; the last came from "
+                            f"{current.host}"
+                        )
+                    following = next_hop(current, location, self.policy)
+                    if not same_site(current, following) and not await may_follow(current, following):
+                        raise UrlNotInMenu(
+                            f"the page redirected to another site, {following.host}, whose URL this "
+                            "report has not seen"
+                        )
+                    current = following
+                    continue
+                return await self._read(current, response, hop)
+            finally:
+                response.release()
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _request(self, target: Target) -> aiohttp.ClientResponse:
+        try:
+            return await self.session.get(yarl.URL(target.url, encoded=True), allow_redirects=False)
+        except (aiohttp.ClientError, OSError) as exc:
+            raise translate(exc, _peer(target)) from None
+
+    async def _read(self, final: Target, response: aiohttp.ClientResponse, redirects: int) -> Fetched:
+        if not 200 <= response.status < 300:
+            raise HttpStatus(f"the server answered HTTP {response.status}", status=response.status)
+        content_type = response.headers.get("Content-Type")
+        kind = declared_kind(content_type)
+        if kind is DeclaredKind.BINARY:
+            raise UnsupportedContentType(f"the page is {_essence(content_type)}, neither text nor a PDF")
+        if kind is DeclaredKind.PDF:
+            self._refuse_declared_oversize(response)
+        body, truncated = await self._read_body(final, response, kind)
+        return Fetched(final, response.status, content_type, body, truncated, redirects)
+
+    def _refuse_declared_oversize(self, response: aiohttp.ClientResponse) -> None:
+        declared = response.content_length
+        if declared is not None and declared > self.limits.max_pdf_bytes:
+            raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, declared))
+
+    async def _read_body(
+        self, final: Target, response: aiohttp.ClientResponse, kind: DeclaredKind
+    ) -> tuple[bytes, bool]:
+        pdf = kind is DeclaredKind.PDF
+        limit = self.limits.max_pdf_bytes if pdf else self.limits.max_bytes
+        chunks: list[bytes] = []
+        size = 0
+        sniffed = kind is not DeclaredKind.UNDECLARED
+        try:
+            async for chunk in response.content.iter_chunked(READ_CHUNK):
+                if not sniffed and size + len(chunk) >= 5:
+                    # An undeclared body that turns out to be a PDF is read to the PDF cap instead.
+                    sniffed = True
+                    if looks_like_pdf(b"".join(chunks) + chunk[:5]):
+                        pdf, limit = True, self.limits.max_pdf_bytes
+                room = limit - size
+                if len(chunk) < room:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    continue
+                chunks.append(chunk[:room])
+                size += room
+                more = len(chunk) > room or await _more_follows(response)
+                if pdf and more:
+                    raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, None))
+                if more:
+                    response.close()  # the rest is never read; do not return this connection to the pool
+                return b"".join(chunks), more
+        except (aiohttp.ClientError, OSError) as exc:
+            raise translate(exc, _peer(final)) from None
+        return b"".join(chunks), False
+
+
+async def _more_follows(response: aiohttp.ClientResponse) -> bool:
+    """True when the body goes on past what was read (a body of exactly the cap is complete)."""
+    if response.content.at_eof():
+        return False
+    return bool(await response.content.read(1))
+
+
+def _pdf_too_large(cap: int, declared: int | None) -> str:
+    size = f"{declared:,} bytes" if declared is not None else "more than that"
+    return f"the PDF is larger than the {cap:,}-byte cap for PDFs ({size}); it was not read"
+
+
+def _essence(content_type: str | None) -> str:
+    essence = (content_type or "").split(";", 1)[0].strip().lower()
+    # Shown to the agent: only a well-formed type name, never arbitrary header text.
+    if len(essence) <= 80 and all(ch.isalnum() or ch in "/+-._" for ch in essence):
+        return essence
+    return "a type that is not text"
+
+
+def _peer(target: Target) -> str:
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return host if target.port == 443 else f"{host}:{target.port}"

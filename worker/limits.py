@@ -1,0 +1,15 @@
+"""The contract's fixed bounds on job arguments, in one place for the jobs, the client and the
+tool definitions. The limits an operator may change (budgets, byte and character caps, redirects,
+time bounds) are settings, in ``worker.config``."""
+
+from __future__ import annotations
+
+import re
+
+# Letters, digits and -_.: only (ASCII), at most 200: the id becomes part of Redis keys.
+REPORT_ID = re.compile(r"[A-Za-z0-9\-_.:]{1,200}")
+MAX_URL_LENGTH = 8192
+MAX_QUERY_CHARS = 2000
+DEFAULT_MAX_RESULTS = 5
+MAX_RESULTS = 10
+EXTRACT_MODES = ("main", "full")
