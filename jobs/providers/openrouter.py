@@ -19,8 +19,6 @@ provider text that reaches a result or a log line has every key masked first.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import email.utils
 import logging
 import math
 import random
@@ -36,6 +34,7 @@ from worker.config import Secret, Settings, redact_url
 from worker.error_map import translate
 from worker.errors import RateLimited, ResearchError, Timeout, UpstreamError
 from worker.logs import fields
+from worker.retry_after import retry_after_s
 from worker.spend import Spend
 
 log = logging.getLogger("research.search")
@@ -322,21 +321,3 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
         return retry_after * random.uniform(1.0, 1.1)  # noqa: S311
     exponential = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return random.uniform(exponential / 2, exponential)  # noqa: S311
-
-
-def retry_after_s(value: str | None, now: dt.datetime | None = None) -> float | None:
-    """Retry-After in seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
