@@ -22,6 +22,7 @@ from worker.errors import HttpStatus, TooManyRedirects, UnsupportedContentType, 
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.redirects import REDIRECT_STATUSES, next_hop, same_site
 from worker.guardian.urls import Target
+from worker.retry_after import retry_after_s
 
 READ_CHUNK = 65_536
 
@@ -91,7 +92,11 @@ class Fetcher:
 
     async def _read(self, final: Target, response: aiohttp.ClientResponse, redirects: int) -> Fetched:
         if not 200 <= response.status < 300:
-            raise HttpStatus(f"the server answered HTTP {response.status}", status=response.status)
+            raise HttpStatus(
+                f"the server answered HTTP {response.status}",
+                status=response.status,
+                retry_after_s=retry_after_s(response.headers.get("Retry-After")),
+            )
         content_type = response.headers.get("Content-Type")
         kind = declared_kind(content_type)
         if kind is DeclaredKind.BINARY:
