@@ -26,7 +26,7 @@ from worker.context import JobContext, Runtime
 from worker.errors import GuardianRefusal, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import Target, canonical_url, check_url
+from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.menu import Menu
@@ -52,6 +52,10 @@ class FetchRequest:
             raise InvalidRequest("url is empty")
         if len(url) > MAX_URL_LENGTH:
             raise InvalidRequest(f"url is longer than {MAX_URL_LENGTH:,} characters")
+        if SCHEME.match(url.strip()) is None:
+            # Not a URL at all ("not a url", "example.org/page"): the argument is wrong, not the
+            # destination, so it is an invalid request rather than a guardian refusal.
+            raise InvalidRequest("url must be an absolute https URL, such as https://example.org/page")
         extract = args.get("extract", "main")
         if extract not in EXTRACT_MODES:
             raise InvalidRequest("extract must be 'main' or 'full'")

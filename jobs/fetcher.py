@@ -10,15 +10,23 @@ all, because a cut PDF cannot be parsed.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
 import yarl
 
-from jobs.reader.content_types import DeclaredKind, declared_kind, looks_like_pdf
+from jobs.decoding import Decoder
+from jobs.reader.content_types import PDF_SIGNATURE, DeclaredKind, declared_kind, looks_like_pdf
 from worker.error_map import translate
-from worker.errors import HttpStatus, TooManyRedirects, UnsupportedContentType, UrlNotInMenu
+from worker.errors import (
+    ConnectionFailed,
+    HttpStatus,
+    TooManyRedirects,
+    UnsupportedContentType,
+    UrlNotInMenu,
+)
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.redirects import REDIRECT_STATUSES, next_hop, same_site
 from worker.guardian.urls import Target
@@ -114,41 +122,59 @@ class Fetcher:
     async def _read_body(
         self, final: Target, response: aiohttp.ClientResponse, kind: DeclaredKind
     ) -> tuple[bytes, bool]:
-        pdf = kind is DeclaredKind.PDF
-        limit = self.limits.max_pdf_bytes if pdf else self.limits.max_bytes
-        chunks: list[bytes] = []
-        size = 0
-        sniffed = kind is not DeclaredKind.UNDECLARED
+        """The decoded body, cut at the byte cap (a PDF over its cap is refused instead)."""
+        body = _Body(kind, self.limits)
+        decoder = Decoder(response.headers.get("Content-Encoding"))
         try:
             async for chunk in response.content.iter_chunked(READ_CHUNK):
-                if not sniffed and size + len(chunk) >= 5:
-                    # An undeclared body that turns out to be a PDF is read to the PDF cap instead.
-                    sniffed = True
-                    if looks_like_pdf(b"".join(chunks) + chunk[:5]):
-                        pdf, limit = True, self.limits.max_pdf_bytes
-                room = limit - size
-                if len(chunk) < room:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    continue
-                chunks.append(chunk[:room])
-                size += room
-                more = len(chunk) > room or await _more_follows(response)
-                if pdf and more:
-                    raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, None))
-                if more:
-                    response.close()  # the rest is never read; do not return this connection to the pool
-                return b"".join(chunks), more
+                decoder.feed(chunk)
+                body.take(decoder)
+                if body.over:
+                    break
+            else:
+                body.take(decoder)
         except (aiohttp.ClientError, OSError) as exc:
             raise translate(exc, _peer(final)) from None
-        return b"".join(chunks), False
+        except zlib.error:
+            raise ConnectionFailed(
+                f"the body from {_peer(final)} is not what its Content-Encoding says"
+            ) from None
+        if body.over:
+            if body.pdf:
+                raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, None))
+            response.close()  # the rest is never read; do not return this connection to the pool
+        return body.bytes(), body.over
 
 
-async def _more_follows(response: aiohttp.ClientResponse) -> bool:
-    """True when the body goes on past what was read (a body of exactly the cap is complete)."""
-    if response.content.at_eof():
-        return False
-    return bool(await response.content.read(1))
+class _Body:
+    """The decoded bytes read so far, against the cap that applies: the text cap, or the PDF cap
+    once the body is declared or sniffed as a PDF."""
+
+    def __init__(self, kind: DeclaredKind, limits: FetchLimits) -> None:
+        self.pdf = kind is DeclaredKind.PDF
+        self._limits = limits
+        self.limit = limits.max_pdf_bytes if self.pdf else limits.max_bytes
+        self._sniffed = kind is not DeclaredKind.UNDECLARED
+        self._data = bytearray()
+        self.over = False  # more decoded bytes exist than the cap allows
+
+    def take(self, decoder: Decoder) -> None:
+        """Pull decoded bytes until the decoder needs more input, or one byte past the cap."""
+        while not self.over:
+            wanted = self.limit - len(self._data) + 1
+            out = decoder.read(min(wanted, READ_CHUNK))
+            if not out:
+                return
+            self._data += out
+            if not self._sniffed and len(self._data) >= len(PDF_SIGNATURE):
+                # An undeclared body that turns out to be a PDF is read to the PDF cap instead.
+                self._sniffed = True
+                if looks_like_pdf(bytes(self._data[: len(PDF_SIGNATURE)])):
+                    self.pdf, self.limit = True, self._limits.max_pdf_bytes
+            self.over = len(self._data) > self.limit
+
+    def bytes(self) -> bytes:
+        return bytes(self._data[: self.limit])
 
 
 def _pdf_too_large(cap: int, declared: int | None) -> str:

@@ -118,6 +118,8 @@ def guarded_session(
         max_line_size=8190,
         max_field_size=8190,
         raise_for_status=False,
+        # jobs/decoding.py undoes Content-Encoding itself, as browsers do, within the byte cap.
+        auto_decompress=False,
         headers={
             "User-Agent": settings.user_agent,
             "Accept": (

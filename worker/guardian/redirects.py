@@ -6,7 +6,14 @@ import yarl
 
 from worker.errors import DestinationBlocked
 from worker.guardian.reasons import Reason
-from worker.guardian.urls import ClassifiesAddresses, Target, check_url, refuse_hidden_characters
+from worker.guardian.urls import (
+    SCHEME,
+    ClassifiesAddresses,
+    Target,
+    check_url,
+    refuse_hidden_characters,
+)
+from worker.limits import MAX_URL_LENGTH
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -15,18 +22,27 @@ def next_hop(current: Target, location: str, policy: ClassifiesAddresses) -> Tar
     """Resolve a Location against the current URL and judge the result like a first URL.
 
     The raw Location is checked before it is joined, because joining is parsing: a backslash or a
-    control character would be normalized away before the full check could see it.
+    control character would be normalized away before the full check could see it. A Location
+    the parser cannot read (a port out of range, brackets around something that is not IPv6) is a
+    refusal like any other, never a crash: yarl checks some of it only when the URL is printed.
     """
     if not location:
         raise DestinationBlocked("the redirect has an empty Location", reason=Reason.MALFORMED_URL)
+    if len(location) > MAX_URL_LENGTH:
+        raise DestinationBlocked("the redirect's Location is too long", reason=Reason.MALFORMED_URL)
     refuse_hidden_characters(location)
+    scheme = SCHEME.match(location)
+    if scheme is not None and location[scheme.end() :].startswith("//"):
+        return check_url(location, policy)  # absolute: judged as written, nothing to join
+    if location.startswith("//"):
+        return check_url("https:" + location, policy)  # scheme-relative: a new host, judged in full
     try:
-        joined = yarl.URL(current.url, encoded=True).join(yarl.URL(location, encoded=True))
-    except ValueError:
+        joined = str(yarl.URL(current.url, encoded=True).join(yarl.URL(location, encoded=True)))
+    except (ValueError, TypeError, IndexError, UnicodeError, OverflowError):
         raise DestinationBlocked(
             "the redirect's Location is not a URL", reason=Reason.MALFORMED_URL
         ) from None
-    return check_url(str(joined), policy)
+    return check_url(joined, policy)
 
 
 def same_site(a: Target, b: Target) -> bool:

@@ -72,7 +72,7 @@ def parse_https_url(raw: str) -> Target:
         raise _blocked(Reason.MALFORMED_URL, "the URL is not absolute (it has no scheme)")
     if scheme.group(1).lower() != "https":
         raise SchemeNotAllowed(
-            f"only https URLs are fetched, not {scheme.group(1).lower()}:", reason=Reason.SCHEME
+            f"only https URLs are fetched, not {_shown_scheme(scheme.group(1))}", reason=Reason.SCHEME
         )
     rest = raw[scheme.end() :]
     if not rest.startswith("//"):
@@ -98,6 +98,16 @@ def parse_https_url(raw: str) -> Target:
     shown_port = "" if port == 443 else f":{port}"
     url = f"https://{shown_host}{shown_port}{path}{question}{query}"
     return Target(url=url, host=host, port=port, address=address)
+
+
+# Schemes named in a refusal; any other is only "another scheme", since the text is the URL's
+# author's (a redirect's Location comes from the server) and a message never quotes it.
+KNOWN_SCHEMES = frozenset({"http", "ftp", "file", "data", "javascript", "mailto", "ws", "wss", "gopher"})
+
+
+def _shown_scheme(scheme: str) -> str:
+    lowered = scheme.lower()
+    return f"{lowered}:" if lowered in KNOWN_SCHEMES else "another scheme"
 
 
 def check_url(raw: str, policy: ClassifiesAddresses) -> Target:
@@ -154,10 +164,10 @@ def _split_port(authority: str) -> tuple[str, int]:
     if port_text is None or port_text == "":
         return host, 443
     if not port_text.isascii() or not port_text.isdigit():
-        raise _blocked(Reason.BAD_PORT, f"the port {port_text[:20]!r} is not a number")
+        raise _blocked(Reason.BAD_PORT, "the port is not a number")
     # A port has at most five digits; a run of thousands would make int() itself raise.
     if len(port_text) > 5:
-        raise _blocked(Reason.BAD_PORT, f"the port {port_text[:20]!r} is outside 1..65535")
+        raise _blocked(Reason.BAD_PORT, "the port is outside 1..65535")
     port = int(port_text)
     if not 1 <= port <= 65535:
         raise _blocked(Reason.BAD_PORT, f"the port {port} is outside 1..65535")
