@@ -21,6 +21,7 @@ from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import LOOPBACK_ONLY, fetch_settings, fetching
 from tests.support.raw_tls import sends, serve_raw
 from tests.support.tls import TestCA
+from worker.browser_http import declared_end
 from worker.config import Settings
 from worker.errors import GuardianRefusal, InvalidRequest, ResearchError
 from worker.guardian.connector import guarded_session
@@ -201,3 +202,31 @@ async def test_a_two_layer_gzip_bomb_costs_at_most_the_cap(
     assert result["ok"] is True
     assert result["truncated"] is True
     assert result["bytes_read"] == 1_000_000
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close",
+        "HTTP/1.0 200 OK\r\nContent-Type: text/html",
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: Keep-Alive, close",
+    ],
+)
+async def test_a_body_longer_than_its_length_on_a_closing_connection_is_the_page_as_declared(
+    settings: Settings, ca: TestCA, token: str, report: str, head: str
+) -> None:
+    page = b"<p>the declared page</p>"
+    raw = response(head, page) + b"<p>bytes past the declared end</p>\r\n\r\nHTTP/1.1 200 OK\r\n"
+    async with serve_raw(sends(raw), ca.server_context()) as server:
+        async with fetching(fetch_settings(settings, ca), token, report) as h:
+            result = await h.fetch(server.url("/"))
+    assert result["ok"] is True, result
+    assert result["text"] == "the declared page"
+    assert result["bytes_read"] == len(page)
+
+
+@given(st.binary(max_size=300), st.binary(max_size=50))
+def test_reading_a_head_for_its_declared_end_never_raises(head: bytes, value: bytes) -> None:
+    for candidate in (head, b"HTTP/1.1 200 OK\r\nContent-Length: " + value + b"\r\nConnection: close"):
+        end = declared_end(candidate)
+        assert end is None or end >= 0

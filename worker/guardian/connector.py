@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
+from worker.browser_http import BrowserTCPConnector
 from worker.errors import DnsFailure
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.reasons import Reason
@@ -99,7 +100,7 @@ def guarded_session(
     settings: Settings, policy: AddressPolicy, resolver: AbstractResolver | None = None
 ) -> aiohttp.ClientSession:
     """The fetch path's only session: guarded resolver and sockets, no proxies, no cookies."""
-    connector = aiohttp.TCPConnector(
+    connector = BrowserTCPConnector(
         resolver=GuardedResolver(policy, resolver),
         socket_factory=socket_factory(policy),
         ssl=tls_context(settings),
