@@ -17,6 +17,7 @@ from tests.support.workers import running_worker
 from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.metrics import UNKNOWN_TOOL, Metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -139,3 +140,63 @@ async def test_the_in_progress_gauge_counts_a_running_job(
     assert value(during, "research_jobs_total", tool="slow", outcome="ok") is None
     assert result["ok"] is True
     assert value(after, "research_jobs_total", tool="slow", outcome="ok") == 1
+
+
+async def test_the_metrics_endpoint_serves_process_and_runtime_series_and_no_created_series(
+    settings: Settings, token: str, report: str
+) -> None:
+    port = _free_port()
+    settings = dataclasses.replace(settings, metrics_port=port)
+    async with (
+        running_worker(settings, TEST_TOOLS),
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client,
+    ):
+        await client.call("echo", {"report_id": report, "value": "v"}, wait_s=10)
+        text, samples = await scrape_until(
+            port,
+            lambda s: value(s, "research_jobs_total", tool="echo", outcome="ok") == 1,
+            "the job counted",
+        )
+    # The process the scrape reached: its memory, CPU time and open files, beside the jobs.
+    assert (value(samples, "process_resident_memory_bytes") or 0) > 10_000_000
+    assert (value(samples, "process_open_fds") or 0) > 0
+    assert value(samples, "process_cpu_seconds_total") is not None
+    assert value(samples, "python_gc_collections_total", generation="0") is not None
+    assert label_sets(samples, "python_info")
+    # A counter and a histogram now have children, which is when _created series would appear.
+    assert value(samples, "research_job_duration_seconds_count", tool="echo") == 1
+    created = [line for line in text.splitlines() if "_created" in line]
+    assert created == []
+
+
+def test_each_worker_registry_has_its_own_process_collector() -> None:
+    # Tests (and the benchmarks) run several runtimes in one process: each registry must stand alone.
+    first, second = Metrics(), Metrics()
+    for metrics in (first, second):
+        assert (metrics.registry.get_sample_value("process_resident_memory_bytes") or 0) > 0
+
+
+def test_refused_payloads_are_counted_from_zero_in_the_jobs_counter() -> None:
+    metrics = Metrics()
+    labels = {"tool": "unknown", "outcome": "invalid_request"}
+    # Present before the first refusal, so an alert on increase() sees the first one.
+    assert metrics.registry.get_sample_value("research_jobs_total", labels) == 0
+    metrics.jobs.labels(tool=UNKNOWN_TOOL, outcome="invalid_request").inc()
+    assert metrics.registry.get_sample_value("research_jobs_total", labels) == 1
+    assert metrics.registry.get_sample_value("research_jobs_created", labels) is None
+
+
+def test_every_research_series_name_ends_in_the_unit_it_measures() -> None:
+    # research_fetch_bytes_read was the counter-example: the unit comes last (before _total).
+    names = {}
+    for family in Metrics().registry.collect():
+        if family.name.startswith("research_"):
+            names[family.name] = family.type
+            words = family.name.split("_")
+            for unit in ("seconds", "bytes", "usd"):
+                if unit in words:
+                    assert words[-1] == unit, family.name
+            if family.type == "histogram":
+                assert words[-1] in {"seconds", "bytes"}, family.name
+    assert names["research_fetch_read_bytes"] == "histogram"
+    assert names["research_queue_depth"] == "gauge"  # the HPA's metric keeps its name
