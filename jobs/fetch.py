@@ -1,9 +1,13 @@
-"""fetch_page: validate, check the menu, charge, fetch through the guardian, read, record the links.
+"""fetch_page: validate, check the menu, charge, fetch through the guardian (or the cache), read,
+record the links.
 
 The job reads like its data flow. The checks that need no network (the URL's form and scheme, an
 IP literal's address, the menu) run before the budget is charged, so they cost the report nothing;
 resolving a name is the fetch's first network I/O, so a name that resolves to a refused address
-is refused after the charge.
+is refused after the charge. The shared page cache (``worker.page_cache``) is asked only after the
+menu and the charge, so a cached page is never a way around either; a cache miss fetches with one
+of the host's turns held (``worker.politeness``) and reduces the page, and that is what the cache
+keeps.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -18,21 +23,31 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetcher import Fetcher, FetchLimits, HopRule
+from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
 from worker.budget import Tool
+from worker.cache_control import may_store
 from worker.config import Settings
 from worker.context import JobContext, Runtime
-from worker.errors import GuardianRefusal, InvalidRequest, Timeout, UrlNotInMenu
+from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.menu import Menu
+from worker.page_cache import Fresh, PageCache
+from worker.page_entry import Page
+from worker.politeness import Politeness
 from worker.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
+
+# Waits inside the job (for another job's fetch, for a host) end this long before the job's own
+# deadline, so the job ends with their message rather than the envelope's.
+DEADLINE_MARGIN_S = 0.5
+# The least CPU a reduction gets, however late its slot came: enough for a first slice of text.
+MIN_REDUCE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -75,9 +90,8 @@ class FetchPageTool:
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
         self._fetcher: Fetcher | None = None
-        # Reduction is CPU-bound and yields to the loop in slices, so more than a few at once adds
-        # no throughput, only memory (each holds its decoded page and token buffers).
-        self._reduce_slots: asyncio.Semaphore | None = None
+        self._pages: PageCache | None = None
+        self._hosts: Politeness | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.fetch_deadline_s
@@ -105,72 +119,146 @@ class FetchPageTool:
             max_redirects=settings.fetch_max_redirects,
         )
         self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
-        self._reduce_slots = asyncio.Semaphore(settings.reduce_slots)
+        self._pages = PageCache(runtime.redis, settings, runtime.metrics)
+        self._hosts = Politeness(runtime.redis, settings, runtime.metrics)
+        self._hosts.start()
 
     async def stop(self) -> None:
+        if self._hosts is not None:
+            await self._hosts.stop()
         if self._fetcher is not None:
             await self._fetcher.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments)
-        fetcher, slots = self._started()
+        fetcher = self._started()
+        pages = self._cache()
+        until = asyncio.get_running_loop().time() + self.deadline_s(job.settings) - DEADLINE_MARGIN_S
         metrics = job.runtime.metrics
         menu = job.runtime.menu
         try:
             target = check_url(request.url, fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
             await job.charge(Tool.FETCH)
-            async with time_bound(job.settings.fetch_timeout_s, target):
-                fetched = await fetcher.get(target, menu_rule(menu, job.report_id))
+            served = await pages.serve(
+                target,
+                request.extract,
+                fresh=request.fresh,
+                until=until,
+                may_follow=menu_rule(menu, job.report_id),
+                fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
+            )
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
-        metrics.bytes_read.observe(len(fetched.body))
-        async with slots:
+        if served.page.links:
+            await menu.record(job.report_id, served.page.links, already_canonical=True)
+        return page_fields(served.page, cached=served.cached)
+
+    async def _fetch_and_read(
+        self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
+    ) -> Fresh:
+        """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
+        fetcher = self._started()
+        fetched = await self._fetch(job, fetcher, target, may_follow, until)
+        job.runtime.metrics.bytes_read.observe(len(fetched.body))
+        # The worker's CPU slots (worker.cpu_slots): smallest body first, small ones in a lane of
+        # their own. A page that waited long for its slot reduces with the time it has left, and
+        # comes back truncated rather than not at all.
+        async with job.runtime.cpu_slots.slot(len(fetched.body)):
+            left = until - asyncio.get_running_loop().time()
             document = await build_document(
                 fetched.body,
                 fetched.content_type,
                 fetched.final.url,
-                extract=request.extract,
+                extract=extract,
                 max_chars=job.settings.fetch_max_chars,
-                cpu_budget_s=job.settings.reduce_cpu_budget_s,
+                cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
             )
-        if document.links:
-            await menu.record(job.report_id, document.links)
-        return page_fields(
-            target.url, fetched.final.url, fetched.status, fetched.redirects, len(fetched.body), document
-        )
+        return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
 
-    def _started(self) -> tuple[Fetcher, asyncio.Semaphore]:
-        if self._fetcher is None or self._reduce_slots is None:
+    async def _fetch(
+        self, job: JobContext, fetcher: Fetcher, target: Target, may_follow: HopRule, until: float
+    ) -> Fetched:
+        """The network part, under one time bound: the wait for a turn at the host, then the GET."""
+        hosts = self._politeness()
+        loop = asyncio.get_running_loop()
+        seconds = max(0.0, min(job.settings.fetch_timeout_s, until - loop.time()))
+        answering = [target]  # the host whose answer ends the chain, for a Retry-After
+
+        async def noting(current: Target, following: Target) -> bool:
+            allowed = await may_follow(current, following)
+            if allowed:
+                answering.append(following)
+            return allowed
+
+        async with time_bound(seconds, target), hosts.turn(target, loop.time() + seconds):
+            try:
+                return await fetcher.get(target, noting)
+            except HttpStatus as answer:
+                await hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
+                raise
+
+    def _started(self) -> Fetcher:
+        if self._fetcher is None:
             raise RuntimeError("fetch_page was not started by this worker")
-        return self._fetcher, self._reduce_slots
+        return self._fetcher
+
+    def _cache(self) -> PageCache:
+        if self._pages is None:
+            raise RuntimeError("fetch_page was not started by this worker")
+        return self._pages
+
+    def _politeness(self) -> Politeness:
+        if self._hosts is None:
+            raise RuntimeError("fetch_page was not started by this worker")
+        return self._hosts
 
 
-def page_fields(
-    url: str, final_url: str, status: int, redirects: int, bytes_read: int, document: Document
-) -> FetchPage:
-    page: FetchPage = {
-        "url": url,
-        "final_url": final_url,
-        "status": status,
-        "content_type": document.content_type,
-        "title": document.title,
-        "text": document.text,
-        "truncated": document.truncated,
-        "redirects": redirects,
-        "bytes_read": bytes_read,
-        "fetched_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "extraction": document.extraction,
-        "links": document.links,
-        "hidden_removed": document.hidden_removed,
-        "cached": False,
+def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
+    """The reduced page as the cache keeps it, fetched now."""
+    pages_read = document.pages_read if document.pages_read is not None else document.pages
+    return Page(
+        url=target.url,
+        final_url=fetched.final.url,
+        status=fetched.status,
+        content_type=document.content_type,
+        title=document.title,
+        text=document.text,
+        truncated=document.truncated,
+        redirects=fetched.redirects,
+        bytes_read=len(fetched.body),
+        fetched_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        extraction=document.extraction,
+        links=tuple(document.links),
+        hidden_removed=document.hidden_removed,
+        pages=document.pages,
+        pages_read=pages_read if document.pages is not None else None,
+    )
+
+
+def page_fields(page: Page, *, cached: bool) -> FetchPage:
+    result: FetchPage = {
+        "url": page.url,
+        "final_url": page.final_url,
+        "status": page.status,
+        "content_type": page.content_type,
+        "title": page.title,
+        "text": page.text,
+        "truncated": page.truncated,
+        "redirects": page.redirects,
+        "bytes_read": page.bytes_read,
+        "fetched_at": page.fetched_at,
+        "extraction": page.extraction,
+        "links": list(page.links),
+        "hidden_removed": page.hidden_removed,
+        "cached": cached,
     }
-    if document.pages is not None:
-        page["pages"] = document.pages
-        page["pages_read"] = document.pages_read if document.pages_read is not None else document.pages
-    return page
+    if page.pages is not None:
+        result["pages"] = page.pages
+        result["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
+    return result
 
 
 async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:

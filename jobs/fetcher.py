@@ -22,6 +22,7 @@ from jobs.reader.content_types import PDF_SIGNATURE, DeclaredKind, declared_kind
 from worker.error_map import translate
 from worker.errors import (
     ConnectionFailed,
+    GuardianRefusal,
     HttpStatus,
     TooManyRedirects,
     UnsupportedContentType,
@@ -53,6 +54,9 @@ class Fetched:
     body: bytes
     truncated: bool
     redirects: int
+    # Every Cache-Control header of the final response, joined as one value (None: there was none),
+    # for the shared page cache, which must not keep no-store or private pages.
+    cache_control: str | None = None
 
 
 class Fetcher:
@@ -79,7 +83,10 @@ class Fetcher:
                             f"more than {self.limits.max_redirects} redirects; the last came from "
                             f"{current.host}"
                         )
-                    following = next_hop(current, location, self.policy)
+                    try:
+                        following = next_hop(current, location, self.policy)
+                    except GuardianRefusal as refusal:
+                        raise refused_redirect(current, refusal) from None
                     if not same_site(current, following) and not await may_follow(current, following):
                         raise UrlNotInMenu(
                             f"the page redirected to another site, {following.host}, whose URL this "
@@ -112,7 +119,8 @@ class Fetcher:
         if kind is DeclaredKind.PDF:
             self._refuse_declared_oversize(response)
         body, truncated = await self._read_body(final, response, kind)
-        return Fetched(final, response.status, content_type, body, truncated, redirects)
+        cache_control = ", ".join(response.headers.getall("Cache-Control", [])) or None
+        return Fetched(final, response.status, content_type, body, truncated, redirects, cache_control)
 
     def _refuse_declared_oversize(self, response: aiohttp.ClientResponse) -> None:
         declared = response.content_length
@@ -188,6 +196,13 @@ def _essence(content_type: str | None) -> str:
     if len(essence) <= 80 and all(ch.isalnum() or ch in "/+-._" for ch in essence):
         return essence
     return "a type that is not text"
+
+
+def refused_redirect(current: Target, refusal: GuardianRefusal) -> GuardianRefusal:
+    """The same refusal, naming the hop: the agent learns the redirect was refused, not its first URL."""
+    return type(refusal)(
+        f"the redirect from {_peer(current)} was refused: {refusal.message}", reason=refusal.reason
+    )
 
 
 def _peer(target: Target) -> str:

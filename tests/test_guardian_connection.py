@@ -251,7 +251,8 @@ async def test_cookies_are_not_kept_between_fetches(
         return response
 
     async with serve({"/": handler}, ca.server_context()) as server:
-        async with fetching(fetch_settings(settings, ca), token, report) as h:
+        # The page cache off: the second fetch must reach the server to show what it sends.
+        async with fetching(fetch_settings(settings, ca, cache_ttl_s=0), token, report) as h:
             await h.fetch(server.url("/"))
             await h.fetch(server.url("/"))
     assert cookies_seen == [None, None]

@@ -41,12 +41,79 @@ def health(queue_name: str, worker_id: str) -> str:
 
 
 def health_pattern(queue_name: str) -> str:
-    return f"{queue_name}:health-check:*"
+    """Every replica's health key on this queue; glob characters in the name match only themselves."""
+    return f"{glob_escape(queue_name)}:health-check:*"
+
+
+def queue_health(queue_name: str) -> str:
+    """arq's own health key, one per queue: what ``arq --check`` reads. Every replica refreshes it."""
+    return f"{queue_name}:health-check"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal inside a SCAN MATCH pattern."""
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
 
 
 def recent(queue_name: str) -> str:
     """A capped list of recent outcomes for the dashboard (no page text)."""
     return f"{PREFIX}recent:{queue_name}"
+
+
+def minute(queue_name: str, minute: int) -> str:
+    """Per-minute counters for the dashboard's charts (a hash, expiring on its own): jobs by tool
+    and outcome, duration and queue-wait histograms by tool, cache hits, the deepest queue seen.
+    ``minute`` counts minutes since the Unix epoch."""
+    return f"{PREFIX}minute:{queue_name}:{minute}"
+
+
+def page(queue_name: str, extract: str, url_digest: str) -> str:
+    """One cached page of the shared page cache (orjson: the reduced document, or a brief 404/410),
+    by extract mode and the SHA-256 of its canonical URL; it expires with its freshness."""
+    return f"{PREFIX}page:{queue_name}:{extract}:{url_digest}"
+
+
+def page_flight(queue_name: str, extract: str, url_digest: str) -> str:
+    """The lease of the one job fetching this page now (its flight token), renewed while it works."""
+    return f"{PREFIX}page-flight:{queue_name}:{extract}:{url_digest}"
+
+
+def page_flight_done(queue_name: str, token: str) -> str:
+    """A one-element list holding a flight's outcome, so the jobs waiting on it wake on a blocking
+    read; it lives a few seconds."""
+    return f"{PREFIX}page-flight-done:{queue_name}:{token}"
+
+
+def page_index(queue_name: str) -> str:
+    """A sorted set of every cached page key, scored by its expiry (ms): the eviction order."""
+    return f"{PREFIX}page-index:{queue_name}"
+
+
+def page_sizes(queue_name: str) -> str:
+    """A hash of every cached page key to its size in bytes."""
+    return f"{PREFIX}page-sizes:{queue_name}"
+
+
+def page_bytes(queue_name: str) -> str:
+    """The total size in bytes of the cached pages (what the cache's memory bound is checked against)."""
+    return f"{PREFIX}page-bytes:{queue_name}"
+
+
+def host_slots(queue_name: str, host: str) -> str:
+    """A sorted set of the fetches in flight to one host across all workers: lease tokens scored
+    by their expiry (ms)."""
+    return f"{PREFIX}host-slots:{queue_name}:{host}"
+
+
+def host_free(queue_name: str, host: str) -> str:
+    """A short list pushed when a slot for the host frees, so a job waiting for it wakes on a pop."""
+    return f"{PREFIX}host-free:{queue_name}:{host}"
+
+
+def host_backoffs(queue_name: str) -> str:
+    """A sorted set of the hosts that asked to be left alone (429 or 503 with Retry-After), scored
+    by the time (ms) until which no worker fetches from them."""
+    return f"{PREFIX}host-backoffs:{queue_name}"
 
 
 def spend_org_day(org_id: str, usage_source: str, day: str) -> str:

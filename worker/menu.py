@@ -65,14 +65,20 @@ class Menu:
         self._script = redis.register_script(ADD_SCRIPT)
         self.dropped = 0  # entries refused by full menus since start-up
 
-    async def record(self, report_id: str, urls: Iterable[str]) -> int:
+    async def record(self, report_id: str, urls: Iterable[str], *, already_canonical: bool = False) -> int:
         """Put https URLs on the report's menu (others never enter); returns how many were new.
 
-        With the menu off nothing reads it, so nothing is written either.
+        With the menu off nothing reads it, so nothing is written either. ``already_canonical`` is
+        for a fetched page's links, which the reader made canonical: parsing them again would cost
+        a page of 500 links tens of milliseconds, and an entry that is not canonical could never
+        equal the canonical URL a fetch compares, so it could unlock nothing.
         """
         if not self.enabled:
             return 0
-        canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
+        if already_canonical:
+            canonical = list(dict.fromkeys(urls))
+        else:
+            canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
         if not canonical:
             return 0
         raw = await self._script(keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical])

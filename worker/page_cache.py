@@ -1,0 +1,363 @@
+"""The shared page cache and single-flight: one fetch per page, however many reports want it.
+
+Reports overlap: fifty reports on one company read the same twenty pages. The cache keeps each
+reduced page in Redis, keyed by its canonical URL and extract mode, for ``cache_ttl_s`` (0 turns the
+cache and the single-flight off), shared by every worker of the queue. When several jobs want the
+same page at once, one fetches (it holds the page's flight lease, renewed while it works) and the
+others block on the flight's done list until its outcome lands; if the fetcher dies its lease
+lapses, and a waiter takes over. Waiting is bounded by each waiter's own deadline.
+
+Each report still sees only what it may: the tool checks the URL against the report's menu and
+charges the report before it asks here, and every page or shared failure that this job did not
+fetch itself is re-checked here against the report's own hop rule (a redirect to another site must
+be on its menu), because another report's fetch followed those hops under another menu.
+
+What is kept, and for how long: a page for ``cache_ttl_s``, unless its response said
+``Cache-Control: no-store`` or ``private`` or its entry is larger than ``MAX_ENTRY_BYTES``; a 404
+or 410 for ``GONE_TTL_S``; no other failure. A flight's outcome (whatever it is) goes to the jobs
+waiting on it at that moment, even when it is not kept. The cache's total size is bounded by
+``MAX_CACHE_BYTES``: the pages closest to expiry are evicted first to make room.
+
+The deployment is one Redis (or a Sentinel pair), never Cluster: the store script evicts keys
+named by the index, which Cluster would refuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, cast
+
+from redis.exceptions import RedisError
+
+from worker import keys
+from worker.errors import HttpStatus, ResearchError, Timeout, UrlNotInMenu
+from worker.guardian.urls import Target, parse_https_url
+from worker.leases import LEASE_MS, renewed
+from worker.logs import fields
+from worker.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
+from worker.politeness import host_of
+from worker.queue import blocking_peek
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from worker.config import Settings
+    from worker.metrics import Metrics
+
+log = logging.getLogger("research.page_cache")
+
+# An entry is the reduced page: at most 40,000 characters of text (up to 160 KB of UTF-8, usually
+# 40 KB) and up to 500 links. Larger entries are not kept; typical pages are 20 to 100 KB.
+MAX_ENTRY_BYTES = 256 * 1024
+# The cache's memory bound per queue: about a thousand pages at the entry bound, several thousand
+# typical ones; the pages closest to expiry make room for new ones.
+MAX_CACHE_BYTES = 256 * 1024 * 1024
+# A store evicts at most this many pages; a page that still does not fit is not kept.
+MAX_EVICTIONS = 64
+# Expired pages are dropped from the index at most this many per store (Redis dropped their keys).
+MAX_PRUNE = 1000
+GONE_STATUSES = frozenset({404, 410})
+GONE_TTL_S = 60
+# A waiter looks at the flight's lease this often while it waits: a fetcher that died is noticed
+# within a lease time plus this.
+FLIGHT_CHECK_S = 1.0
+# A flight's outcome outlives it this long: only jobs already waiting on it need it.
+DONE_TTL_MS = 10_000
+
+# May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
+MayFollow = Callable[[Target, Target], Awaitable[bool]]
+
+# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
+# Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
+# miss and taking the lease no other job can take it too: exactly one job leads a flight.
+JOIN_SCRIPT = """
+if ARGV[3] == '1' then
+  local entry = redis.call('GET', KEYS[1])
+  if entry then
+    return {'hit', entry}
+  end
+end
+local holder = redis.call('GET', KEYS[2])
+if holder then
+  return {'join', holder}
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return {'lead', ARGV[1]}
+"""
+
+# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it.
+RENEW_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
+# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes. ARGV: 1 token, 2 the outcome,
+# 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in bytes, 6 the done list's ms,
+# 7 the most evictions, 8 the most expired index entries to drop, 9 the longest any entry lives (ms),
+# which the bookkeeping keys outlive by nothing: once every entry has expired, they go too.
+# Returns 1 when the entry was kept.
+#
+# One script, so a newcomer never sees the lease gone before the page is in the cache (it would
+# fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
+# disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
+FINISH_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local kept = 0
+if ARGV[3] == '1' then
+  local total = tonumber(redis.call('GET', KEYS[6]) or '0')
+  local function forget(key)
+    local size = redis.call('HGET', KEYS[5], key)
+    if size then
+      redis.call('HDEL', KEYS[5], key)
+      total = total - tonumber(size)
+    end
+    redis.call('ZREM', KEYS[4], key)
+  end
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
+    forget(key)
+  end
+  forget(KEYS[1])
+  local size = string.len(ARGV[2])
+  local bound = tonumber(ARGV[5])
+  local evicted = 0
+  while total + size > bound and evicted < tonumber(ARGV[7]) do
+    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)
+    if #oldest == 0 then
+      break
+    end
+    forget(oldest[1])
+    redis.call('UNLINK', oldest[1])
+    evicted = evicted + 1
+  end
+  if total + size <= bound then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
+    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), KEYS[1])
+    redis.call('HSET', KEYS[5], KEYS[1], size)
+    total = total + size
+    kept = 1
+  else
+    redis.call('UNLINK', KEYS[1])
+  end
+  redis.call('SET', KEYS[6], math.max(total, 0))
+  for i = 4, 6 do
+    redis.call('PEXPIRE', KEYS[i], ARGV[9])
+  end
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+end
+redis.call('RPUSH', KEYS[3], ARGV[2])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+return kept
+"""
+
+
+class Source(StrEnum):
+    FETCHED = "fetched"  # this job fetched the page
+    CACHE = "cache"  # a page in the cache
+    FLIGHT = "flight"  # another job's fetch, waited for
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """What a fetch produced: the page, and whether its response allows keeping it."""
+
+    page: Page
+    storable: bool
+
+
+@dataclass(frozen=True)
+class Served:
+    page: Page
+    source: Source
+
+    @property
+    def cached(self) -> bool:
+        """Served from the shared cache: not fetched for this job (its fetched_at is older)."""
+        return self.source is not Source.FETCHED
+
+
+# The fetch a leading job runs: given the report's hop rule (wrapped so the cache learns the hops),
+# it fetches and reduces the page.
+FetchPage = Callable[[MayFollow], Awaitable[Fresh]]
+
+
+def url_digest(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+class PageCache:
+    """The queue's page cache and flights, shared by every worker that runs the queue."""
+
+    def __init__(self, redis: Redis, settings: Settings, metrics: Metrics) -> None:
+        self.enabled = settings.cache_ttl_s > 0
+        self._redis = redis
+        self._queue = settings.queue_name
+        self._ttl_ms = settings.cache_ttl_s * 1000
+        self._gone_ttl_ms = min(GONE_TTL_S, settings.cache_ttl_s) * 1000
+        self._metrics = metrics
+        self._join = redis.register_script(JOIN_SCRIPT)
+        self._renew = redis.register_script(RENEW_SCRIPT)
+        self._finish = redis.register_script(FINISH_SCRIPT)
+
+    async def serve(
+        self,
+        target: Target,
+        extract: str,
+        *,
+        fresh: bool,
+        until: float,
+        may_follow: MayFollow,
+        fetch: FetchPage,
+    ) -> Served:
+        """The page from the cache, from a flight in progress, or fetched by this job (``fetch``).
+
+        ``fresh`` skips the cache but still joins a flight in progress, and what it fetches
+        replaces the cached copy. ``until`` (loop time) bounds the wait for another job's fetch.
+        """
+        if not self.enabled:
+            fetched = await fetch(may_follow)
+            return Served(fetched.page, Source.FETCHED)
+        digest = url_digest(target.url)
+        entry = keys.page(self._queue, extract, digest)
+        lease = keys.page_flight(self._queue, extract, digest)
+        read_cache = not fresh
+        joined = False
+        while True:
+            token = uuid.uuid4().hex
+            reply = await self._join(keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
+            kind, value = (bytes(part) for part in cast(list[bytes], reply))
+            if kind == b"hit":
+                outcome = decode(value)
+                if isinstance(outcome, Page | Failure) and _about(outcome, target):
+                    self._metrics.page_cache_hits.inc()
+                    return await _reuse(outcome, Source.CACHE, may_follow)
+                read_cache = False  # not an entry this worker can use: fetch and overwrite it
+                continue
+            if kind == b"join":
+                if not joined:
+                    joined = True
+                    self._metrics.page_flight_joins.inc()
+                outcome = await self._wait(target, lease, value.decode(), until)
+                if outcome is None or isinstance(outcome, Abandoned):
+                    continue  # the fetcher died or gave up: take over (or join whoever did)
+                return await _reuse(outcome, Source.FLIGHT, may_follow)
+            if not fresh:
+                self._metrics.page_cache_misses.inc()
+            return await self._lead(target, entry, lease, token, may_follow, fetch)
+
+    async def _lead(
+        self, target: Target, entry: str, lease: str, token: str, may_follow: MayFollow, fetch: FetchPage
+    ) -> Served:
+        hops: list[Hop] = []
+
+        async def recording(current: Target, following: Target) -> bool:
+            allowed = await may_follow(current, following)
+            if allowed:
+                hops.append((current.url, following.url))
+            return allowed
+
+        async def renew() -> object:
+            return await self._renew(keys=[lease], args=[token, LEASE_MS])
+
+        try:
+            async with renewed(renew, lease):
+                fetched = await fetch(recording)
+        except ResearchError as error:
+            failure = failure_of(error, tuple(hops))
+            gone = isinstance(error, HttpStatus) and error.status in GONE_STATUSES
+            await asyncio.shield(
+                self._publish(entry, lease, token, failure or Abandoned(), self._gone_ttl_ms if gone else 0)
+            )
+            raise
+        except BaseException:
+            # A bug, or the job's deadline: the waiters fetch for themselves rather than wait out
+            # the lease.
+            await asyncio.shield(self._publish(entry, lease, token, Abandoned(), 0))
+            raise
+        page = replace(fetched.page, hops=tuple(hops))
+        await self._publish(entry, lease, token, page, self._ttl_ms if fetched.storable else 0)
+        return Served(page, Source.FETCHED)
+
+    async def _publish(self, entry: str, lease: str, token: str, outcome: Outcome, keep_ms: int) -> None:
+        """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
+        payload = encode(outcome)
+        keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
+        try:
+            await self._finish(
+                keys=[
+                    entry,
+                    lease,
+                    keys.page_flight_done(self._queue, token),
+                    keys.page_index(self._queue),
+                    keys.page_sizes(self._queue),
+                    keys.page_bytes(self._queue),
+                ],
+                args=[
+                    token,
+                    payload,
+                    int(keep),
+                    keep_ms,
+                    MAX_CACHE_BYTES,
+                    DONE_TTL_MS,
+                    MAX_EVICTIONS,
+                    MAX_PRUNE,
+                    self._ttl_ms,
+                ],
+            )
+        except (RedisError, OSError) as exc:
+            # The job's own result stands; waiters take over when the lease lapses.
+            log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
+
+    async def _wait(self, target: Target, lease: str, holder: str, until: float) -> Outcome | None:
+        """The outcome of the flight ``holder`` leads, or None when its fetcher is gone."""
+        loop = asyncio.get_running_loop()
+        done = keys.page_flight_done(self._queue, holder)
+        while True:
+            left = until - loop.time()
+            if left <= 0:
+                raise Timeout(
+                    f"another job's fetch of {host_of(target)}, which this fetch waited for, did not "
+                    "finish before this fetch's deadline"
+                )
+            raw = await blocking_peek(self._redis, done, min(left, FLIGHT_CHECK_S))
+            if raw is None:
+                # Read together: a flight that just finished has its outcome pushed as its lease goes.
+                async with self._redis.pipeline(transaction=True) as tx:
+                    tx.lindex(done, 0)
+                    tx.get(lease)
+                    raw, current = await tx.execute()
+                if raw is None:
+                    if current is None or bytes(current).decode() != holder:
+                        return None
+                    continue
+            outcome = decode(bytes(raw))
+            return outcome if outcome is not None else Abandoned()
+
+
+def _about(outcome: Page | Failure, target: Target) -> bool:
+    """A page entry names its URL; a digest collision (or a stray key) is never served."""
+    return not isinstance(outcome, Page) or outcome.url == target.url
+
+
+async def _reuse(outcome: Page | Failure, source: Source, may_follow: MayFollow) -> Served:
+    """Another job's page or failure, after its cross-site hops pass this report's own rule."""
+    for came_from, went_to in outcome.hops:
+        current, following = parse_https_url(came_from), parse_https_url(went_to)
+        if not await may_follow(current, following):
+            raise UrlNotInMenu(
+                f"the page redirected to another site, {following.host}, whose URL this report has not seen"
+            )
+    if isinstance(outcome, Failure):
+        raise outcome.error()
+    return Served(outcome, source)

@@ -1,0 +1,242 @@
+"""Politeness per host across every worker of a queue: at most ``host_concurrency`` fetches in
+flight to one host, and none while the host has asked to be left alone.
+
+A site that many reports read at once would otherwise see every worker at the same moment, and
+block the worker's address: the very sites the agents most need. So a fetch first takes one of the
+host's slots, held in Redis as a lease (a token in the host's sorted set, scored by its expiry and
+renewed while the fetch runs), so a worker that dies holding a slot frees it within a lease time.
+A job that finds the host full waits on the host's free list, a blocking pop that the next release
+wakes, and looks again at least every ``SLOT_CHECK_S`` in case a holder died without releasing.
+
+A 429 or 503 with Retry-After puts the host in the queue's backoff set until then, and every
+worker reads that set before taking a slot: a job holds until the time has come, or, when that is
+past its own deadline, ends at once in ``rate_limited`` naming the host.
+
+Waiting is an await on Redis or on the clock, never a lock on the event loop, so the worker's other
+jobs, and fetches to other hosts, go on. The host is the site: a name and its ``www.`` twin, with
+the port, count as one host. All times come from Redis (``TIME``), so workers on different
+machines agree on when a hold ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from redis.exceptions import RedisError
+
+from worker import keys
+from worker.errors import RateLimited, Timeout
+from worker.leases import LEASE_MS, renewed
+from worker.logs import fields
+from worker.queue import blocking_pop
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from worker.config import Settings
+    from worker.guardian.urls import Target
+    from worker.metrics import Metrics
+
+log = logging.getLogger("research.politeness")
+
+# A waiter looks again this often even without a wake-up: a holder that died frees its slot only
+# when its lease lapses, and nobody pushes a wake-up for that.
+SLOT_CHECK_S = 1.0
+# A host's Retry-After is obeyed up to this long: a hold of a day would only make every fetch to the
+# host fail at once for a day, long after whatever made the host ask.
+MAX_HOLD_S = 3600.0
+# Wake-ups outlive a release this long: only a job already waiting (or about to) needs one.
+FREE_TTL_MS = 5_000
+BACKING_OFF_REFRESH_S = 5.0
+DASHBOARD_ROWS = 200
+BACKOFF_STATUSES = frozenset({429, 503})
+
+# KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. ARGV: token, limit,
+# lease ms, host. Returns {1, 0} when the slot is taken, {0, ms} while the host is backing off for
+# ms more, {0, 0} when every slot is in use. One script, so the backoff check, the purge of lapsed
+# leases, the count and the take cannot interleave with another worker's: the limit holds exactly.
+ACQUIRE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local hold = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]) or '0')
+if hold > now then
+  return {0, hold - now}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return {0, 0}
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, 0}
+"""
+
+# KEYS[1]: the host's slots. ARGV: token, lease ms. Extends the lease if it is still held (one
+# script, so a lease that lapsed and was purged is not brought back over the limit).
+RENEW_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS[1]: the queue's backoff set. ARGV: host, hold ms. Drops finished holds, then moves the
+# host's hold later (never earlier: GT), and keeps the set alive as long as its last hold.
+HOLD_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(last[2]) - now))
+return 1
+"""
+
+
+def host_of(target: Target) -> str:
+    """The host as politeness counts it: the site (``www.`` twin folded) and a port other than 443."""
+    host, port = target.site
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port == 443 else f"{shown}:{port}"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A host every worker holds off, and until when (Unix seconds)."""
+
+    host: str
+    until: float
+
+
+async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[Backoff]:
+    """The hosts every worker of the queue is holding off now, soonest first (for the dashboard).
+
+    One read (ZRANGEBYSCORE), which the dashboard's read-only Redis user may run (TIME it may not,
+    so "now" is this machine's clock). Hosts were validated before they became members.
+    """
+    now_ms = int(time.time() * 1000)
+    rows = await redis.zrangebyscore(
+        keys.host_backoffs(queue_name), f"({now_ms}", "+inf", start=0, num=limit, withscores=True
+    )
+    return [Backoff(bytes(host).decode(errors="replace"), float(until) / 1000) for host, until in rows]
+
+
+class Politeness:
+    """The host slots and holds of one queue, shared by every worker that runs it."""
+
+    def __init__(self, redis: Redis, settings: Settings, metrics: Metrics) -> None:
+        self._redis = redis
+        self._queue = settings.queue_name
+        self._limit = settings.host_concurrency
+        self._metrics = metrics
+        self._acquire = redis.register_script(ACQUIRE_SCRIPT)
+        self._renew = redis.register_script(RENEW_SCRIPT)
+        self._hold = redis.register_script(HOLD_SCRIPT)
+        self._watcher: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Keep the hosts-backing-off gauge current (it is shared state, so it is sampled)."""
+        self._watcher = asyncio.create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+
+    @contextlib.asynccontextmanager
+    async def turn(self, target: Target, until: float) -> AsyncIterator[None]:
+        """Hold one of the host's slots while the body runs; wait for it until ``until`` (loop time)."""
+        host = host_of(target)
+        token = uuid.uuid4().hex
+        await self._take(host, token, until)
+        slots = keys.host_slots(self._queue, host)
+        try:
+            async with renewed(lambda: self._renew(keys=[slots], args=[token, LEASE_MS]), slots):
+                yield
+        finally:
+            # Shielded: a job cancelled at its deadline still gives its slot back at once.
+            await asyncio.shield(self._release(host, token))
+
+    async def hold_if_asked(self, target: Target, status: int, retry_after_s: float | None) -> None:
+        """A 429 or 503 with Retry-After holds every worker's fetches to the host until then."""
+        if status not in BACKOFF_STATUSES or not retry_after_s or retry_after_s <= 0:
+            return
+        host = host_of(target)
+        seconds = min(retry_after_s, MAX_HOLD_S)
+        try:
+            await self._hold(keys=[keys.host_backoffs(self._queue)], args=[host, int(seconds * 1000)])
+        except (RedisError, OSError) as exc:
+            # The job still reports the host's answer; only the hold for later fetches is lost.
+            log.warning("host hold not recorded", extra=fields(host=host, error=type(exc).__name__))
+            return
+        log.info("host asked to be left alone", extra=fields(host=host, status=status, hold_s=seconds))
+        await self._sample()
+
+    async def _take(self, host: str, token: str, until: float) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waited: set[str] = set()
+        slots = keys.host_slots(self._queue, host)
+        backoffs = keys.host_backoffs(self._queue)
+        while True:
+            reply = await self._acquire(keys=[slots, backoffs], args=[token, self._limit, LEASE_MS, host])
+            granted, hold_ms = (int(x) for x in cast(list[int], reply))
+            if granted:
+                break
+            left = until - loop.time()
+            if hold_ms > 0:
+                waited.add("backoff")
+                if hold_ms / 1000 > left:
+                    raise RateLimited(
+                        f"{host} asked the worker to wait (Retry-After) {hold_ms / 1000:.0f} s more, "
+                        "past this fetch's deadline; try it later"
+                    )
+                await asyncio.sleep(hold_ms / 1000)
+                continue
+            waited.add("slot")
+            if left <= 0:
+                raise Timeout(
+                    f"no turn to fetch from {host} came in time: at most {self._limit} fetches run "
+                    "to one host at once, across all workers"
+                )
+            await blocking_pop(self._redis, keys.host_free(self._queue, host), min(left, SLOT_CHECK_S))
+        for reason in waited:
+            self._metrics.host_waits.labels(reason).inc()
+        if waited:
+            self._metrics.host_wait.observe(loop.time() - started)
+
+    async def _release(self, host: str, token: str) -> None:
+        free = keys.host_free(self._queue, host)
+        try:
+            async with self._redis.pipeline(transaction=True) as tx:
+                tx.zrem(keys.host_slots(self._queue, host), token)
+                tx.lpush(free, b"1")
+                tx.ltrim(free, 0, self._limit - 1)
+                tx.pexpire(free, FREE_TTL_MS)
+                await tx.execute()
+        except (RedisError, OSError) as exc:
+            # The slot's lease lapses on its own within LEASE_MS; the fetch's result stands.
+            log.warning("host slot release failed", extra=fields(host=host, error=type(exc).__name__))
+
+    async def _watch(self) -> None:
+        while True:
+            await self._sample()
+            await asyncio.sleep(BACKING_OFF_REFRESH_S)
+
+    async def _sample(self) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            now_ms = int(time.time() * 1000)
+            held = await self._redis.zcount(keys.host_backoffs(self._queue), f"({now_ms}", "+inf")
+            self._metrics.hosts_backing_off.set(held)
