@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from worker.config import ConfigError, Secret, Settings, parse_redis_url
+from worker.config import ConfigError, SearchProvider, Secret, Settings, parse_redis_url
 
 
 def test_defaults_follow_the_contract() -> None:
@@ -146,4 +146,83 @@ def test_the_worker_refuses_to_start_with_a_bad_value() -> None:
     lines = proc.stderr.strip().splitlines()
     assert lines == [
         "research-worker: configuration error: RESEARCH_FETCH_BUDGET: '-1' must be a positive integer"
+    ]
+
+
+def test_search_defaults_to_the_web_plugin_with_no_fallback() -> None:
+    s = Settings.from_env({})
+    assert s.search_provider is SearchProvider.OPENROUTER_PLUGIN
+    assert (s.search_fallback, s.search_engine, s.searxng_url) == (None, None, None)
+
+
+def test_search_providers_engine_and_fallback_are_read() -> None:
+    s = Settings.from_env(
+        {
+            "RESEARCH_SEARCH_PROVIDER": "searxng",
+            "SEARXNG_URL": "http://searxng.internal:8080/",
+            "RESEARCH_SEARCH_FALLBACK": "OpenRouter-Tool",
+            "RESEARCH_SEARCH_ENGINE": "Exa",
+        }
+    )
+    assert s.search_provider is SearchProvider.SEARXNG
+    assert s.searxng_url == "http://searxng.internal:8080"
+    assert s.search_fallback is SearchProvider.OPENROUTER_TOOL
+    assert s.search_engine == "exa"
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "says"),
+    [
+        ({"RESEARCH_SEARCH_PROVIDER": "bing"}, "RESEARCH_SEARCH_PROVIDER", "'bing' is not a search provider"),
+        (
+            {"RESEARCH_SEARCH_FALLBACK": "google"},
+            "RESEARCH_SEARCH_FALLBACK",
+            "'google' is not a search provider",
+        ),
+        ({"RESEARCH_SEARCH_ENGINE": "google"}, "RESEARCH_SEARCH_ENGINE", "'google' is not a search engine"),
+        ({"SEARXNG_URL": "searxng.internal"}, "SEARXNG_URL", "is not an http(s) URL"),
+        ({"RESEARCH_SEARCH_PROVIDER": "searxng"}, "RESEARCH_SEARCH_PROVIDER", "searxng needs SEARXNG_URL"),
+        ({"RESEARCH_SEARCH_FALLBACK": "searxng"}, "RESEARCH_SEARCH_FALLBACK", "searxng needs SEARXNG_URL"),
+        (
+            {"RESEARCH_SEARCH_FALLBACK": "openrouter-plugin"},
+            "RESEARCH_SEARCH_FALLBACK",
+            "'openrouter-plugin' is already the primary provider",
+        ),
+        (
+            {
+                "RESEARCH_SEARCH_PROVIDER": "searxng",
+                "SEARXNG_URL": "http://s:8080",
+                "RESEARCH_SEARCH_FALLBACK": "searxng",
+            },
+            "RESEARCH_SEARCH_FALLBACK",
+            "'searxng' is already the primary provider",
+        ),
+    ],
+)
+def test_an_unusable_search_setting_stops_start_up_naming_the_variable(
+    env: dict[str, str], variable: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env)
+    message = str(caught.value)
+    assert message.startswith(f"{variable}: ")
+    assert says in message
+    assert "\n" not in message
+
+
+def test_the_worker_refuses_to_start_on_searxng_without_its_url() -> None:
+    env = {**os.environ, "RESEARCH_SEARCH_PROVIDER": "searxng"}
+    env.pop("SEARXNG_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "research-worker: configuration error: RESEARCH_SEARCH_PROVIDER: searxng needs SEARXNG_URL, "
+        "the address of the SearXNG instance"
     ]

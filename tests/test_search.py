@@ -1,4 +1,5 @@
-"""web_search end to end: a real worker, the fake OpenRouter on loopback, Redis for budget, menu, spend."""
+"""web_search end to end on the default provider (the web plugin): a real worker, the fake OpenRouter on
+loopback, Redis for budget, menu, spend."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from jobs.search import SNIPPET_MAX_CHARS, WebSearchTool
+from jobs.providers.cleaning import SNIPPET_MAX_CHARS
+from jobs.search import WebSearchTool
 from tests.support.fake_openrouter import (
     KEY,
     PROSE,
@@ -102,6 +104,7 @@ async def test_a_search_returns_only_usable_citations_in_order_without_the_prose
     result = await client.search(report, "tidal energy in Brittany", max_results=10)
     assert result["ok"] is True
     assert result["query"] == "tidal energy in Brittany"
+    assert result["provider"] == "openrouter-plugin"
     assert result["results"] == [
         {"title": "First", "url": "https://example.org/a", "snippet": "About A."},
         {"title": "Second", "url": "https://example.org/b", "snippet": "About B."},
@@ -299,10 +302,17 @@ async def test_spend_is_added_to_the_org_day_the_report_and_the_metrics(
         await client.search(report, "second", org_id=org)
         assert worker.runtime is not None
         sample = worker.runtime.metrics.registry.get_sample_value
+        # The org is not in the key file, so the metrics count it with every other such org.
         cost = sample(
-            "research_search_cost_usd_total", {"org": org, "usage_source": search_settings.usage_source}
+            "research_search_cost_usd_total", {"org": "(other)", "usage_source": search_settings.usage_source}
         )
-    expected = {"cost_usd": 0.005, "prompt_tokens": 1500, "completion_tokens": 200, "searches": 2}
+    expected = {
+        "cost_usd": 0.005,
+        "prompt_tokens": 1500,
+        "completion_tokens": 200,
+        "searches": 2,
+        "by_provider": {"openrouter-plugin": 2},
+    }
     assert await report_spend(redis, report) == expected
     [row] = await org_spend(redis, search_settings.usage_source, days=1)
     assert row == {"org_id": org, "usage_source": search_settings.usage_source, "day": row["day"]} | expected
@@ -396,7 +406,7 @@ async def test_the_key_never_reaches_logs_results_or_redis(
                 await client.search(report, "second", org_id=f"org-{token}"),
             ]
     assert results[0]["error"]["kind"] == "upstream_error"
-    assert "Invalid credentials" in results[0]["error"]["message"]
+    assert "refused this worker's key (HTTP 401)" in results[0]["error"]["message"]
     assert results[1]["ok"] is True
     assert [sent.key for sent in fake.requests] == [KEY, KEY, KEY]
     assert KEY not in json.dumps(results)

@@ -1,4 +1,4 @@
-"""Hostile search responses: any JSON shape is a usable answer or upstream_error, never a crash."""
+"""Hostile OpenRouter answers: any JSON shape is a usable answer or upstream_error, never a crash."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.providers.openrouter import Answer, parse_completion
-from jobs.search import citations
-from worker.config import Secret
+from jobs.providers.cleaning import Masker
+from jobs.providers.openrouter import citations, parse_completion
+from jobs.providers.upstream import Answer
 from worker.errors import UpstreamError
 
-KEY = Secret("sk-or-v1-test")
+MASKER = Masker(["sk-or-v1-test"])
 
 scalars = st.one_of(
     st.none(),
@@ -74,8 +74,8 @@ def answer(body: Any) -> Answer:
 
 def check(body: Any, limit: int) -> None:
     try:
-        completion = parse_completion(answer(body), KEY)
-        results = citations(completion, limit)
+        completion = parse_completion(answer(body), MASKER)
+        results = citations(completion, limit, MASKER)
     except UpstreamError:
         return
     assert 1 <= len(results) <= limit
@@ -102,8 +102,8 @@ def test_json_shaped_like_an_answer_is_an_answer_or_an_upstream_error(body: Any,
 def test_random_bytes_are_an_answer_or_an_upstream_error_never_a_crash(body: bytes) -> None:
     try:
         completion = parse_completion(
-            Answer(status=200, content_type="application/json", body=body, retry_after_s=None), KEY
+            Answer(status=200, content_type="application/json", body=body, retry_after_s=None), MASKER
         )
-        citations(completion, 5)
+        citations(completion, 5, MASKER)
     except UpstreamError:
         pass

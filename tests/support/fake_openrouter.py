@@ -1,10 +1,13 @@
 """A fake OpenRouter on 127.0.0.1: the chat completions contract a web search relies on, and its failures.
 
 It checks every request against the documented shape (POST to ``/api/v1/chat/completions``, a
-Bearer key, a JSON body with a model, one user message, the web plugin, never a stream), records
-it, and answers from a script of replies the test queues; with the script empty it answers a
-plain search with three citations. A request of the wrong shape is answered 400 and listed in
-``violations``, so a test can assert there were none.
+Bearer key, a JSON body with a model, never a stream) and one of the two ways to search: the web
+plugin (one user message, ``plugins: [{"id": "web", ...}]``) or the ``openrouter:web_search``
+server tool (a system message then the user's, ``tools: [{"type": "openrouter:web_search",
+"parameters": {...}}]``, no plugin). It records each request and answers from a script of replies
+the test queues; with the script empty it answers a plain search with three citations. A request
+of the wrong shape is answered 400 and listed in ``violations``, so a test can assert there were
+none.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ KEY = "sk-or-v1-" + "5eC7e7" * 10
 PATH = "/api/v1/chat/completions"
 REASONING_MANDATORY = "Reasoning is mandatory for this endpoint and cannot be disabled."
 PROSE = "Here is what I found, in my own words, which the worker must throw away."
+SERVER_TOOL = "openrouter:web_search"
+ELSEWHERE = "/elsewhere"
+ENGINES = {"auto", "native", "exa", "firecrawl", "parallel"}
 
 
 @dataclass
@@ -34,6 +40,16 @@ class Received:
     @property
     def key(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
+
+    @property
+    def searched_with(self) -> str:
+        """ "tool" when the request named the server tool, else "plugin"."""
+        return "tool" if "tools" in self.body else "plugin"
+
+    @property
+    def query(self) -> str:
+        messages = self.body.get("messages") or [{}]
+        return str(messages[-1].get("content", ""))
 
 
 @dataclass
@@ -92,6 +108,32 @@ def completion(
     return Reply(body=orjson.dumps(body))
 
 
+def tool_completion(annotations: list[Any], *, searches: int | None = 1, **kwargs: Any) -> Reply:
+    """A server-tool answer: the same completion, its usage counting the searches the tool ran."""
+    reply = completion(annotations, **kwargs)
+    if searches is not None:
+        body = orjson.loads(reply.body)
+        body["usage"]["server_tool_use"] = {"web_search_requests": searches}
+        reply.body = orjson.dumps(body)
+    return reply
+
+
+def unanswered_tool_call() -> Reply:
+    """A model that asked for the search and got back to us before OpenRouter ran it."""
+    reply = completion([], finish_reason="tool_calls")
+    body = orjson.loads(reply.body)
+    body["choices"][0]["message"]["content"] = None
+    body["choices"][0]["message"]["tool_calls"] = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": SERVER_TOOL, "arguments": orjson.dumps({"query": "q"}).decode()},
+        }
+    ]
+    reply.body = orjson.dumps(body)
+    return reply
+
+
 def default_citations() -> list[dict[str, Any]]:
     return [url_citation(f"https://example.org/result-{n}", f"Result {n}") for n in range(1, 4)]
 
@@ -100,6 +142,10 @@ def provider_error(status: int, message: str, *, retry_after: str | None = None)
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
     body = orjson.dumps({"error": {"code": status, "message": message}})
     return Reply(status=status, body=body, headers=headers)
+
+
+def redirect(status: int, location: str) -> Reply:
+    return Reply(status=status, headers={"Location": location})
 
 
 def malformed() -> Reply:
@@ -122,6 +168,7 @@ class FakeOpenRouter:
         self.keys = keys  # when set, any other key is answered 401
         self.reasoning_mandatory = False
         self.requests: list[Received] = []
+        self.elsewhere: list[Received] = []  # anything sent to ELSEWHERE, where redirects point
         self.violations: list[str] = []
         self.script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
@@ -133,6 +180,7 @@ class FakeOpenRouter:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post(PATH, self._handle)
+        app.router.add_route("*", ELSEWHERE, self._elsewhere)
         # Cancel a slow handler when the worker gives up on it, so the server stops at once.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -144,6 +192,16 @@ class FakeOpenRouter:
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @property
+    def elsewhere_url(self) -> str:
+        return self.base_url.removesuffix("/api/v1") + ELSEWHERE
+
+    async def _elsewhere(self, request: web.Request) -> web.StreamResponse:
+        self.elsewhere.append(
+            Received(dict(request.headers), {"raw": (await request.read()).decode("latin-1")})
+        )
+        return answer(completion(default_citations()))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -188,13 +246,25 @@ def shape_problem(request: web.Request, body: object) -> str | None:
         return "the body is not a JSON object"
     if not isinstance(body.get("model"), str) or not body["model"]:
         return "no model"
+    problem = tool_problem(body) if "tools" in body else plugin_problem(body)
+    if problem is not None:
+        return problem
+    if body.get("stream", False) is not False:
+        return "a stream was asked for"
+    if "reasoning" in body and not isinstance(body["reasoning"], dict):
+        return "reasoning is not an object"
+    if "user" in body and not isinstance(body["user"], str):
+        return "user is not a string"
+    return None
+
+
+def plugin_problem(body: dict[str, Any]) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or len(messages) != 1:
         return "not exactly one message"
-    if not isinstance(messages[0], dict) or messages[0].get("role") != "user":
-        return "the message is not the user's"
-    if not isinstance(messages[0].get("content"), str) or not messages[0]["content"]:
-        return "the message has no text"
+    problem = user_message_problem(messages[0])
+    if problem is not None:
+        return problem
     plugins = body.get("plugins")
     web_plugins = (
         [p for p in plugins if isinstance(p, dict) and p.get("id") == "web"]
@@ -206,12 +276,45 @@ def shape_problem(request: web.Request, body: object) -> str | None:
     max_results = web_plugins[0].get("max_results")
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not 1 <= max_results <= 25:
         return "the web plugin's max_results is not 1..25"
-    if body.get("stream", False) is not False:
-        return "a stream was asked for"
-    if "reasoning" in body and not isinstance(body["reasoning"], dict):
-        return "reasoning is not an object"
-    if "user" in body and not isinstance(body["user"], str):
-        return "user is not a string"
+    return None
+
+
+def tool_problem(body: dict[str, Any]) -> str | None:
+    """The server tool's shape: a system message then the user's, one web search tool, no plugin."""
+    if "plugins" in body:
+        return "both the web plugin and a server tool"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or len(messages) != 2:
+        return "not a system message and a user message"
+    system = messages[0]
+    if not isinstance(system, dict) or system.get("role") != "system" or not system.get("content"):
+        return "the first message is not a system message with text"
+    problem = user_message_problem(messages[1])
+    if problem is not None:
+        return problem
+    tools = body.get("tools")
+    if not isinstance(tools, list) or len(tools) != 1 or not isinstance(tools[0], dict):
+        return "not exactly one tool"
+    tool = tools[0]
+    if tool.get("type") != SERVER_TOOL:
+        return f"the tool is not {SERVER_TOOL}"
+    parameters = tool.get("parameters", {})
+    if not isinstance(parameters, dict):
+        return "the tool's parameters are not an object"
+    for name in ("max_results", "max_total_results"):
+        value = parameters.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return f"the tool's {name} is not a positive integer"
+    if "engine" in parameters and parameters["engine"] not in ENGINES:
+        return "the tool's engine is not one OpenRouter documents"
+    return None
+
+
+def user_message_problem(message: object) -> str | None:
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return "the message is not the user's"
+    if not isinstance(message.get("content"), str) or not message["content"]:
+        return "the message has no text"
     return None
 
 
