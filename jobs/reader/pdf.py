@@ -1,14 +1,112 @@
-"""PDF bodies to text. Not read yet: a PDF is refused as before, until the PDF reader lands here."""
+"""A PDF body to what its result holds: text, title, links to harvest, hidden-text count, pages.
+
+The reading itself happens in a child process (``pdf_pool``, ``pdf_child``, ``pdf_text``); this
+module turns the child's answer into a ``PdfText`` (``document.py`` makes it the same Document a
+page becomes), and every way a PDF cannot be read into an ``unsupported_content_type`` refusal
+whose message says why: a password, an encryption scheme, damage, no text layer, or the limit the
+reading hit. A PDF whose text layer is present but empty is not refused: it is read as empty text.
+
+The text is the pages' text in reading order with a blank line between pages; the title is the
+document's metadata title, or else its first line; the links are the URIs of its link annotations
+and the https URLs written in its text, page by page (document.py keeps the https ones, canonical).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from dataclasses import dataclass
 
+from jobs.reader.links import urls_in_text
+from jobs.reader.pdf_pool import ChildFailed, Failure, Limits, default_pool
+from jobs.reader.pdf_wire import Reading, Refusal
 from worker.errors import UnsupportedContentType
+from worker.logs import fields
 
-if TYPE_CHECKING:
-    from jobs.reader.document import Document
+log = logging.getLogger("research.pdf")
+
+MAX_TITLE_FROM_TEXT = 200
+MIB = 1024 * 1024
+
+REFUSALS = {
+    Refusal.PASSWORD: "the PDF is protected by a password, so its text cannot be read",
+    Refusal.SECURITY: "the PDF is encrypted with a scheme this reader does not support",
+    Refusal.DAMAGED: "the PDF is damaged or is not a PDF: its structure could not be parsed",
+}
 
 
-async def read_pdf(body: bytes, url: str, *, max_chars: int) -> Document:
-    raise UnsupportedContentType("the body is a PDF, which this worker does not read")
+@dataclass(frozen=True)
+class PdfText:
+    """What a PDF gives the result; document.py cuts the text and resolves the links."""
+
+    title: str  # the metadata title, or else the first line of text
+    text: str  # the pages' text, a blank line between pages; a little past the cap at most
+    hrefs: list[str]  # link-annotation URIs and URLs written in the text, page by page
+    hidden_removed: int
+    pages: int
+    pages_read: int  # pages whose text was extracted
+    stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
+
+
+async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfText:
+    """Raise UnsupportedContentType, with the reason in the message, when the PDF cannot be read."""
+    try:
+        reply = await default_pool().read(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
+    except ChildFailed as failed:
+        # For operators: a run of these is a bomb campaign, or a PDFium bug worth reporting.
+        log.warning("a PDF child failed", extra=fields(failure=failed.failure.value, bytes=len(body)))
+        raise UnsupportedContentType(failure_message(failed.failure, failed.limits)) from None
+    if isinstance(reply, Refusal):
+        raise UnsupportedContentType(REFUSALS[reply])
+    if reply.characters == 0 and reply.images > 0:
+        raise UnsupportedContentType(
+            "the PDF has no text layer: its pages are images only (a scan without OCR), so there is "
+            "no text to read"
+        )
+    text = "\n\n".join(page for page in reply.texts if page)
+    return PdfText(
+        title=reply.title or first_line(text),
+        text=text,
+        hrefs=_hrefs(reply),
+        hidden_removed=reply.hidden_removed,
+        pages=reply.pages,
+        pages_read=reply.pages_read - reply.unreadable_pages,
+        stopped_early=_stopped_early(reply),
+    )
+
+
+def failure_message(failure: Failure, limits: Limits) -> str:
+    if failure is Failure.MEMORY:
+        return (
+            f"reading the PDF needed more than the reader's {limits.memory_bytes // MIB} MiB memory limit "
+            "(a decompression bomb, or a stream too large to inflate); it was stopped"
+        )
+    if failure is Failure.CPU_TIME:
+        return (
+            f"reading the PDF used more than the reader's {limits.cpu_limit_s:g} s of CPU time; "
+            "it was stopped"
+        )
+    if failure is Failure.WALL_CLOCK:
+        return f"reading the PDF took longer than the reader's {limits.wall_s:g} s time limit; it was stopped"
+    return "the PDF reader crashed on this document; it was not read"
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        words = line.split()
+        if words:
+            return " ".join(words)[:MAX_TITLE_FROM_TEXT]
+    return ""
+
+
+def _stopped_early(reply: Reading) -> bool:
+    """Pages were left unread (cap or budget), or some could not be loaded."""
+    return reply.pages_read < reply.pages or not reply.complete or reply.unreadable_pages > 0
+
+
+def _hrefs(reply: Reading) -> list[str]:
+    """Each page's link annotations, then the https URLs written in its text, page after page."""
+    hrefs: list[str] = []
+    for text, uris in zip(reply.texts, reply.uris, strict=False):
+        hrefs.extend(uris)
+        hrefs.extend(urls_in_text(text))
+    return hrefs

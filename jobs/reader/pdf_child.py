@@ -1,0 +1,92 @@
+"""The PDF child process: reads PDFs sent by its worker, one at a time, and answers with their text.
+
+The worker's pool starts it as ``python -I -m jobs.reader.pdf_child MEMORY_BYTES`` with an empty
+environment (no keys, no Redis address) and no descriptor but its three pipes. Before it reads
+any PDF it confines itself, so that even a PDF that takes over PDFium finds nothing to use:
+
+- its address space is capped (RLIMIT_AS), so a decompression bomb fails inside the child;
+- it can open no file and no socket (RLIMIT_NOFILE is lowered to the three pipes it holds), and
+  can write no file (RLIMIT_FSIZE 0), start no process (RLIMIT_NPROC 0) and dump no core;
+- before each PDF its CPU-time limit (RLIMIT_CPU) is set to what it has used plus that PDF's
+  limit, so the kernel stops a runaway parse with SIGXCPU.
+
+The worker enforces the wall-clock limit from outside. A MemoryError ends the child with exit
+status 3 (its heap may be left in pieces), and any other exception ends it too: the worker reports
+the limit, or a crash, and starts a fresh child for the next PDF.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import math
+import resource
+import sys
+
+import pypdfium2 as pdfium
+
+from jobs.reader.pdf_text import extract
+from jobs.reader.pdf_wire import PdfRefused, Reading, Refusal, read_request, reply_frame, write_all
+
+REQUESTS_FD = 0
+REPLIES_FD = 1
+EXIT_OUT_OF_MEMORY = 3
+
+
+def warm_up() -> None:
+    """Load now what reading loads lazily (PDFium's helpers, the UTF-16 codec): once confined, the
+    child can open no file, not even a Python module."""
+    codecs.lookup("utf-16-le")
+    blank = pdfium.PdfDocument.new()
+    blank.new_page(200, 200).close()
+    buffer = io.BytesIO()
+    blank.save(buffer)
+    blank.close()
+    extract(buffer.getvalue(), max_chars=100, cpu_budget_s=1.0)
+
+
+def confine(memory_bytes: int) -> None:
+    """The limits that hold for the child's whole life (the CPU limit is set per document)."""
+    # A stray print goes to stderr (the null device), never into the reply pipe.
+    sys.stdout = sys.stderr
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, 3))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def limit_cpu(seconds: float) -> None:
+    """Let the next document use ``seconds`` more CPU time than the child has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + seconds)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(
+        resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard)
+    )
+
+
+def serve() -> int:
+    while True:
+        request = read_request(REQUESTS_FD)
+        if request is None:
+            return 0  # the worker closed the pipe: it is stopping, or it retired this child
+        limit_cpu(request.cpu_limit_s)
+        reply: Reading | Refusal
+        try:
+            reply = extract(request.body, max_chars=request.max_chars, cpu_budget_s=request.cpu_budget_s)
+        except PdfRefused as refused:
+            reply = refused.refusal
+        except MemoryError:
+            return EXIT_OUT_OF_MEMORY
+        write_all(REPLIES_FD, reply_frame(reply))
+
+
+def main(argv: list[str]) -> int:
+    warm_up()
+    confine(int(argv[1]))
+    return serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

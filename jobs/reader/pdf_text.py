@@ -1,0 +1,380 @@
+"""A PDF's bytes to the text its reader sees, page by page, with PDFium (through pypdfium2).
+
+This runs inside a PDF child process (``jobs.reader.pdf_child``), never in the worker: PDFium is C
+code fed hostile bytes, and it inflates streams whole. Pages are read in order until the text
+reaches the character cap (pages after it are not even loaded) or the CPU budget is spent; text a
+reader would not see is dropped by the rules in ``pdf_visibility`` and counted.
+
+Most pages hide nothing, and cost one call for their text. Only a page with a hidden or
+half-off-page text object is read character by character.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+import time
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as raw
+
+from jobs.reader.hidden import strip_invisible
+from jobs.reader.pdf_visibility import (
+    MIN_VISIBLE_ALPHA,
+    STROKE_MODES,
+    Box,
+    Hidden,
+    TextLook,
+    judge,
+    near_white,
+    placement,
+)
+from jobs.reader.pdf_wire import PdfRefused, Reading, Refusal
+
+MAX_TITLE = 1000
+MAX_URIS_PER_PAGE = 1000
+MAX_URIS = 5000  # the worker keeps at most 500 links; the rest are duplicates, http, or junk
+# Characters sent past the cap: room for the worker's cut to back off a combining mark, and for a
+# URL that straddles the cap to be read whole.
+CUT_SLACK = 2048
+MAX_URI_BYTES = 8192
+# Form XObjects nest; a hostile file nests them thousands deep. Past this depth they are not opened.
+MAX_FORM_DEPTH = 12
+# Objects judged per page; a page of a million glyph runs is read without judging the rest.
+MAX_OBJECTS_PER_PAGE = 50_000
+
+_LINE_BREAKS = re.compile(r"\n{2,}")
+_TRAILING_SPACE = re.compile(r"[ \t]+\n")
+Matrix = tuple[float, float, float, float, float, float]
+
+
+def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
+    """Read ``body`` until ``max_chars`` characters of text or ``cpu_budget_s`` of CPU time."""
+    started = time.process_time()
+    document = _open(body)
+    try:
+        count = len(document)
+        reading = Reading(pages=count, pages_read=0, title=_title(document))
+        length = uri_count = 0
+        for index in range(count):
+            if time.process_time() - started > cpu_budget_s:
+                reading.complete = False
+                break
+            page = _load(document, index)
+            reading.pages_read += 1
+            if page is None:
+                reading.unreadable_pages += 1
+                reading.texts.append("")
+                reading.uris.append([])
+                continue
+            try:
+                text, uris = _read_page(document, page, reading)
+            finally:
+                page.close()
+            # The worker cuts the text at max_chars; what lies well past it need not cross the pipe.
+            text = text[: max(0, max_chars + CUT_SLACK - length)]
+            uris = uris[: max(0, MAX_URIS - uri_count)]
+            uri_count += len(uris)
+            reading.texts.append(text)
+            reading.uris.append(uris)
+            if text:
+                length += len(text) + 2
+            if length >= max_chars:
+                break
+        if count and reading.unreadable_pages == reading.pages_read:
+            raise PdfRefused(Refusal.DAMAGED)
+        return reading
+    finally:
+        document.close()
+
+
+def _open(body: bytes) -> pdfium.PdfDocument:
+    try:
+        return pdfium.PdfDocument(body)
+    except pdfium.PdfiumError as error:
+        if error.err_code == raw.FPDF_ERR_SUCCESS:
+            # PDFium opened it and found no page: an empty document, read as empty.
+            return pdfium.PdfDocument.new()
+        if error.err_code == raw.FPDF_ERR_PASSWORD:
+            raise PdfRefused(Refusal.PASSWORD) from None
+        if error.err_code == raw.FPDF_ERR_SECURITY:
+            raise PdfRefused(Refusal.SECURITY) from None
+        raise PdfRefused(Refusal.DAMAGED) from None
+
+
+def _load(document: pdfium.PdfDocument, index: int) -> pdfium.PdfPage | None:
+    try:
+        return document[index]
+    except pdfium.PdfiumError:
+        return None
+
+
+def _title(document: pdfium.PdfDocument) -> str:
+    title, _ = strip_invisible(document.get_metadata_value("Title"))
+    return " ".join(title.split())[:MAX_TITLE]
+
+
+def clean(text: str) -> str:
+    """PDFium's page text with ordinary line ends, no trailing spaces and no blank lines: PDFium
+    writes none itself, so one left where hidden text was dropped would only mark the gap (and a
+    blank line is what separates pages)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _TRAILING_SPACE.sub("\n", text)
+    return _LINE_BREAKS.sub("\n", text).strip()
+
+
+def _read_page(document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Reading) -> tuple[str, list[str]]:
+    textpage = page.get_textpage()
+    try:
+        scan = _PageScan(page)
+        reading.images += scan.images
+        count = raw.FPDFText_CountChars(textpage.raw)
+        reading.characters += max(count, 0)
+        if count <= 0:
+            text = ""
+        elif not scan.hidden and not scan.straddling:
+            text = textpage.get_text_range(0, count)
+        else:
+            text, dropped = _visible_text(textpage, count, scan)
+            reading.hidden_removed += dropped
+    finally:
+        textpage.close()
+    text, invisible = strip_invisible(clean(text))
+    reading.hidden_removed += invisible
+    return text, _uris(document, page)
+
+
+def _visible_text(textpage: pdfium.PdfTextPage, count: int, scan: _PageScan) -> tuple[str, int]:
+    """The page's text without the characters of hidden objects, and how many were dropped."""
+    runs: list[tuple[int, int]] = []
+    dropped = 0
+    start = None
+    for index in range(count):
+        if scan.keeps(textpage, index):
+            if start is None:
+                start = index
+            continue
+        dropped += 1
+        if start is not None:
+            runs.append((start, index - start))
+            start = None
+    if start is not None:
+        runs.append((start, count - start))
+    text = ""
+    for first, length in runs:
+        piece = textpage.get_text_range(first, length)
+        # Dropped text usually sits between the spaces PDFium generated around it; when it does
+        # not, a space keeps the words on either side apart.
+        if text and piece and not text[-1].isspace() and not piece[0].isspace():
+            text += " "
+        text += piece
+    return text, dropped
+
+
+def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
+    """The URIs of the page's link annotations, in annotation order (other actions are skipped)."""
+    found: list[str] = []
+    position = ctypes.c_int(0)
+    link = raw.FPDF_LINK()
+    while len(found) < MAX_URIS_PER_PAGE and raw.FPDFLink_Enumerate(
+        page.raw, ctypes.byref(position), ctypes.byref(link)
+    ):
+        action = raw.FPDFLink_GetAction(link)
+        if not action or raw.FPDFAction_GetType(action) != raw.PDFACTION_URI:
+            continue
+        size = raw.FPDFAction_GetURIPath(document.raw, action, None, 0)
+        if not 1 < size <= MAX_URI_BYTES:
+            continue
+        buffer = ctypes.create_string_buffer(size)
+        raw.FPDFAction_GetURIPath(document.raw, action, buffer, size)
+        # The URI is 7-bit ASCII by the standard; anything else is read byte for byte.
+        found.append(buffer.raw[: size - 1].decode("latin-1"))
+    return found
+
+
+class _Paint(NamedTuple):
+    """Something drawn that is not text: what may lie beneath a text object, or carry its OCR."""
+
+    order: int
+    box: Box
+    image: bool  # an image or a shading: its colours are unknown, so it counts as darker
+    color: tuple[int, int, int, int] | None  # a path's fill colour; None for a path that is not filled
+
+
+class _PageScan:
+    """One walk over a page's objects (into forms), judging each text object once."""
+
+    def __init__(self, page: pdfium.PdfPage) -> None:
+        self.visible_box = _page_box(page)
+        self.images = 0
+        self.hidden: dict[int, Hidden] = {}
+        self.straddling: set[int] = set()
+        self._paints: list[_Paint] = []
+        self._floats = [ctypes.c_float() for _ in range(4)]
+        self._colors = [ctypes.c_uint() for _ in range(4)]
+        self._matrix = raw.FS_MATRIX()
+        self._doubles = [ctypes.c_double() for _ in range(4)]
+        texts: list[tuple[int, Any, Matrix | None]] = []
+        for order, (kind, handle, form) in enumerate(_objects(page)):
+            if kind == raw.FPDF_PAGEOBJ_TEXT:
+                texts.append((order, handle, form))
+            elif kind in (raw.FPDF_PAGEOBJ_IMAGE, raw.FPDF_PAGEOBJ_SHADING, raw.FPDF_PAGEOBJ_PATH):
+                self._paints.append(self._paint(order, kind, handle, form))
+                self.images += kind == raw.FPDF_PAGEOBJ_IMAGE
+        for order, handle, form in texts:
+            self._judge(order, handle, form)
+
+    def keeps(self, textpage: pdfium.PdfTextPage, index: int) -> bool:
+        handle = raw.FPDFText_GetTextObject(textpage.raw, index)
+        if not handle:
+            return True  # a space or line break PDFium generated between words and lines
+        address = _address(handle)
+        if address in self.hidden:
+            return False
+        if address not in self.straddling:
+            return True
+        left, right, bottom, top = self._doubles
+        raw.FPDFText_GetCharBox(
+            textpage.raw,
+            index,
+            ctypes.byref(left),
+            ctypes.byref(right),
+            ctypes.byref(bottom),
+            ctypes.byref(top),
+        )
+        return self.visible_box.contains((left.value + right.value) / 2, (bottom.value + top.value) / 2)
+
+    def _judge(self, order: int, handle: Any, form: Matrix | None) -> None:
+        look = self._look(handle, form)
+        verdict = judge(
+            look,
+            self.visible_box,
+            image_near=lambda: any(p.image and p.box.overlaps(look.box) for p in self._paints),
+            darker_beneath=lambda: self._darker_beneath(order, look.box),
+        )
+        if verdict is not None:
+            self.hidden[_address(handle)] = verdict
+        elif placement(look.box, self.visible_box) is None:
+            self.straddling.add(_address(handle))
+
+    def _look(self, handle: Any, form: Matrix | None) -> TextLook:
+        mode = raw.FPDFTextObj_GetTextRenderMode(handle)
+        fill = self._color(raw.FPDFPageObj_GetFillColor, handle)
+        # Most text is filled, not stroked: the stroke colour is asked for only when it is painted.
+        stroke = self._color(raw.FPDFPageObj_GetStrokeColor, handle) if mode in STROKE_MODES else fill
+        font_size = self._floats[0]
+        raw.FPDFTextObj_GetFontSize(handle, ctypes.byref(font_size))
+        size = font_size.value
+        raw.FPDFPageObj_GetMatrix(handle, ctypes.byref(self._matrix))
+        m = self._matrix
+        scale = math.sqrt(abs(m.a * m.d - m.b * m.c))
+        if form is not None:
+            scale *= math.sqrt(abs(form[0] * form[3] - form[1] * form[2]))
+        return TextLook(self._box(handle, form), mode, fill, stroke, size * scale)
+
+    def _paint(self, order: int, kind: int, handle: Any, form: Matrix | None) -> _Paint:
+        box = self._box(handle, form)
+        if kind != raw.FPDF_PAGEOBJ_PATH:
+            return _Paint(order, box, image=True, color=None)
+        fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
+        raw.FPDFPath_GetDrawMode(handle, ctypes.byref(fill_mode), ctypes.byref(stroke))
+        color = self._color(raw.FPDFPageObj_GetFillColor, handle) if fill_mode.value else None
+        return _Paint(order, box, image=False, color=color)
+
+    def _darker_beneath(self, order: int, box: Box) -> bool:
+        """Whether the topmost fill drawn before the text, under its centre, is darker than white."""
+        x, y = box.center
+        for paint in reversed(self._paints):
+            if paint.order > order or not paint.box.contains(x, y):
+                continue
+            if paint.image:
+                return True
+            if paint.color is not None and paint.color[3] >= MIN_VISIBLE_ALPHA:
+                return not near_white(paint.color)
+        return False
+
+    def _color(self, getter: Any, handle: Any) -> tuple[int, int, int, int]:
+        r, g, b, a = self._colors
+        if not getter(handle, ctypes.byref(r), ctypes.byref(g), ctypes.byref(b), ctypes.byref(a)):
+            return (0, 0, 0, 255)
+        return (r.value, g.value, b.value, a.value)
+
+    def _box(self, handle: Any, form: Matrix | None) -> Box:
+        left, bottom, right, top = self._floats
+        raw.FPDFPageObj_GetBounds(
+            handle, ctypes.byref(left), ctypes.byref(bottom), ctypes.byref(right), ctypes.byref(top)
+        )
+        box = Box(left.value, bottom.value, right.value, top.value)
+        return box if form is None else _transform(box, form)
+
+
+def _objects(page: pdfium.PdfPage) -> Iterator[tuple[int, Any, Matrix | None]]:
+    """Every object on the page in painting order, forms opened in place, with the matrix that
+    takes a form's contents to page space (None at the top level)."""
+    stack: list[tuple[Any, int, int, Matrix | None, int]] = [
+        (None, 0, raw.FPDFPage_CountObjects(page.raw), None, 0)
+    ]
+    seen = 0
+    matrix = raw.FS_MATRIX()
+    while stack and seen < MAX_OBJECTS_PER_PAGE:
+        form, index, count, to_page, depth = stack.pop()
+        if index >= count:
+            continue
+        stack.append((form, index + 1, count, to_page, depth))
+        handle = (
+            raw.FPDFPage_GetObject(page.raw, index)
+            if form is None
+            else raw.FPDFFormObj_GetObject(form, index)
+        )
+        if not handle:
+            continue
+        seen += 1
+        kind = raw.FPDFPageObj_GetType(handle)
+        if kind == raw.FPDF_PAGEOBJ_FORM:
+            if depth < MAX_FORM_DEPTH and raw.FPDFPageObj_GetMatrix(handle, ctypes.byref(matrix)):
+                own = (matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f)
+                inner = own if to_page is None else _compose(own, to_page)
+                stack.append((handle, 0, raw.FPDFFormObj_CountObjects(handle), inner, depth + 1))
+            continue
+        yield kind, handle, to_page
+
+
+def _page_box(page: pdfium.PdfPage) -> Box:
+    """The visible page: the media box clipped to the crop box, as PDFium reports it."""
+    rect = raw.FS_RECTF()
+    if raw.FPDF_GetPageBoundingBox(page.raw, ctypes.byref(rect)):
+        return Box(
+            min(rect.left, rect.right),
+            min(rect.bottom, rect.top),
+            max(rect.left, rect.right),
+            max(rect.bottom, rect.top),
+        )
+    return Box(*page.get_bbox())
+
+
+def _compose(inner: Matrix, outer: Matrix) -> Matrix:
+    """The matrix that applies ``inner`` and then ``outer`` (PDF row-vector convention)."""
+    a, b, c, d, e, f = inner
+    a2, b2, c2, d2, e2, f2 = outer
+    return (
+        a * a2 + b * c2,
+        a * b2 + b * d2,
+        c * a2 + d * c2,
+        c * b2 + d * d2,
+        e * a2 + f * c2 + e2,
+        e * b2 + f * d2 + f2,
+    )
+
+
+def _transform(box: Box, m: Matrix) -> Box:
+    corners = [(box.left, box.bottom), (box.left, box.top), (box.right, box.bottom), (box.right, box.top)]
+    xs = [m[0] * x + m[2] * y + m[4] for x, y in corners]
+    ys = [m[1] * x + m[3] * y + m[5] for x, y in corners]
+    return Box(min(xs), min(ys), max(xs), max(ys))
+
+
+def _address(handle: Any) -> int:
+    return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
