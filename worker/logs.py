@@ -1,13 +1,20 @@
-"""One JSON object per log line, so a log pipeline can index job outcomes without parsing prose."""
+"""Log lines for people and for machines.
+
+On a terminal each event is one readable line (time, level, what happened, then ``key=value``
+fields); elsewhere it is one JSON object, so a log pipeline indexes job outcomes without parsing
+prose. ``RESEARCH_LOG_FORMAT`` (``text`` or ``json``) overrides the choice.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
+
+from worker.config import LogFormat
 
 # Fields a record may carry in ``extra={"fields": {...}}``; anything else stays out of the line.
 FIELDS_ATTR = "fields"
@@ -30,14 +37,59 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def configure(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # arq logs every job's arguments and start/stop at INFO; our own per-job line replaces that.
-    logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLevelName(level)))
+class TextFormatter(logging.Formatter):
+    """``12:00:01 INFO  worker started  queue=research:queue max_jobs=16`` (a traceback follows, indented)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        parts = [stamp, f"{record.levelname:<7}", _one_line(record.getMessage())]
+        fields = getattr(record, FIELDS_ATTR, None)
+        if isinstance(fields, dict) and fields:
+            parts.append(" ".join(f"{key}={_value(value)}" for key, value in fields.items()))
+        line = "  ".join(parts)
+        if record.exc_info:
+            trace = self.formatException(record.exc_info)
+            line += "\n" + "\n".join(f"    {row}" for row in trace.splitlines())
+        return line
+
+
+def _value(value: object) -> str:
+    """A field value a reader can tell apart from the next field: quoted when it has spaces or quotes."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(_value(item) for item in value) or '""'
+    text = str(value)
+    if text == "" or any(ch.isspace() or ch in "\"'=" or not ch.isprintable() for ch in text):
+        return orjson.dumps(text).decode()
+    return text
+
+
+def _one_line(message: str) -> str:
+    return message if message.isprintable() else orjson.dumps(message).decode()[1:-1]
+
+
+def configure(
+    level: str,
+    log_format: LogFormat | None = None,
+    *,
+    stream: TextIO | None = None,
+    logger_name: str = "",
+) -> None:
+    """Send ``logger_name``'s records (the root logger by default) to stderr in the chosen format.
+
+    Without a format, text when the stream is a terminal and JSON otherwise.
+    """
+    out = stream or sys.stderr
+    chosen = log_format or (LogFormat.TEXT if out.isatty() else LogFormat.JSON)
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(TextFormatter() if chosen is LogFormat.TEXT else JsonFormatter())
+    logger = logging.getLogger(logger_name or None)
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    if logger_name:
+        logger.propagate = False
+    else:
+        # arq logs every job's arguments and start/stop at INFO; our own per-job line replaces that.
+        logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def fields(**values: Any) -> dict[str, Any]:

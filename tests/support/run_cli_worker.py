@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.support import loopback
+from tests.support.run_cli_site import install
 from worker.cli import main
 
 if __name__ == "__main__":
-    loopback.install()
+    install()
     raise SystemExit(main(["run"]))

@@ -1,0 +1,121 @@
+"""Who is alive on a queue: one health key per replica, and arq's one key per queue.
+
+Each replica beats every few seconds into its own key, ``{queue}:health-check:{worker_id}``, holding
+its counters as JSON, so one replica stopping never hides another. arq's convention is one key per
+queue, ``{queue}:health-check``, which ``arq --check`` reads: every beat refreshes that one too (as
+arq's own one-line summary, with the same time to live), and a replica that stops re-derives it from
+the replicas still beating, so it exists while any replica does. arq's own worker deletes the queue
+key when it stops, even with others running; the same re-derivation puts it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from worker import keys
+from worker.logs import fields
+from worker.serialization import dumps, loads
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+log = logging.getLogger("research.health")
+
+SCAN_COUNT = 1000
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica's last beat, and how long its key has left."""
+
+    worker_id: str
+    info: Mapping[str, Any]
+    ttl_ms: int
+
+    @property
+    def beat_at(self) -> float:
+        beat = self.info.get("beat_at")
+        return float(beat) if isinstance(beat, int | float) else 0.0
+
+
+async def publish(
+    redis: Redis, queue_name: str, replica_key: str, info: Mapping[str, Any], ttl_s: float
+) -> None:
+    """One beat: this replica's key and the queue's, in one round trip."""
+    ttl_ms = int(ttl_s * 1000)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(replica_key, dumps(info), px=ttl_ms)
+        pipe.set(keys.queue_health(queue_name), arq_summary(info), px=ttl_ms)
+        await pipe.execute()
+
+
+async def withdraw(redis: Redis, queue_name: str) -> None:
+    """After this replica's key is gone, the queue key follows the replicas left (none: no key)."""
+    try:
+        left = await replicas(redis, queue_name)
+        if not left:
+            await redis.delete(keys.queue_health(queue_name))
+            return
+        freshest = max(left, key=lambda replica: replica.beat_at)
+        await redis.set(keys.queue_health(queue_name), arq_summary(freshest.info), px=max(freshest.ttl_ms, 1))
+    except (RedisError, OSError) as exc:
+        # Stopping with Redis away: the queue key expires on its own with the last beat's TTL.
+        log.warning("could not update the queue's health key", extra=fields(error=type(exc).__name__))
+
+
+async def replicas(redis: Redis, queue_name: str) -> list[Replica]:
+    """The replicas whose health keys are still alive on this queue."""
+    found = [key async for key in redis.scan_iter(match=keys.health_pattern(queue_name), count=SCAN_COUNT)]
+    if not found:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in found:
+            pipe.get(key)
+            pipe.pttl(key)
+        answers = await pipe.execute()
+    prefix = keys.health(queue_name, "")
+    alive = []
+    for key, raw, ttl_ms in zip(found, answers[::2], answers[1::2], strict=True):
+        if raw is None:
+            continue  # expired between the scan and the read
+        name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        alive.append(Replica(name.removeprefix(prefix), _info(raw), int(ttl_ms)))
+    return alive
+
+
+async def any_alive(redis: Redis, queue_name: str) -> bool:
+    """True while a replica beats on this queue: the queue key when it is there, else a scan."""
+    if await redis.exists(keys.queue_health(queue_name)):
+        return True
+    return bool(await replicas(redis, queue_name))
+
+
+def arq_summary(info: Mapping[str, Any]) -> str:
+    """A beat in arq's own health line format, which ``arq --check`` prints."""
+    beat = info.get("beat_at")
+    when = time.localtime(beat if isinstance(beat, int | float) else None)
+    counters = " ".join(
+        f"{label}={info.get(field, 0)}"
+        for label, field in (
+            ("j_complete", "jobs_complete"),
+            ("j_failed", "jobs_failed"),
+            ("j_retried", "jobs_retried"),
+            ("j_ongoing", "jobs_ongoing"),
+            ("queued", "queued"),
+        )
+    )
+    return f"{time.strftime('%b-%d %H:%M:%S', when)} {counters} worker_id={info.get('worker_id', '?')}"
+
+
+def _info(raw: bytes) -> Mapping[str, Any]:
+    info: object = {}
+    with contextlib.suppress(ValueError):
+        info = loads(raw)
+    return info if isinstance(info, dict) else {}
