@@ -11,7 +11,20 @@ no network), in both modes. The metrics are the ones each corpus's SOURCE.txt de
 Pages are served to the reducer as ``text/html`` with no charset, as many servers send them, so the
 page's own declaration or the UTF-8 check decides the encoding. When trafilatura (and
 readability-lxml) are installed (``pip install -e '.[bench]'``), their figures from the same pages
-in the same run are printed beside ours. Usage: ``python bench/extraction.py [--worst N]``.
+in the same run are printed beside ours.
+
+Times are CPU milliseconds per page (process time), for us and for the others alike: wall time on
+a shared machine measures the neighbours as much as the code.
+
+Where the errors are, not only the averages:
+
+- ``--worst N`` lists the N pages where our main mode loses most, with the others' counts beside.
+- ``--languages`` prints F1 per language of the page (identified on the reference text with
+  py3langid, from the ``bench`` extra) for every extractor.
+- ``--halves`` splits each corpus in two fixed halves (by a hash of the page's key) and prints F1
+  on each: a rule tuned on one half must hold on the other.
+
+Usage: ``python bench/extraction.py [--corpus NAME] [--worst N] [--languages] [--halves]``.
 """
 
 from __future__ import annotations
@@ -19,12 +32,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import hashlib
 import json
 import re
 import statistics
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +52,15 @@ DATA = ROOT.parent / "shared" / "data" / "extraction"
 MAX_CHARS = 40_000
 CPU_BUDGET_S = 3.0
 TARGETS = {
-    "zyte-dev": "F1 >= 0.960, recall >= 0.97, p50 <= 30 ms, no empty page",
-    "multilingual-dev": "F1 >= 0.930, recall >= 0.97, p50 <= 30 ms, no empty page",
+    "zyte-dev": "F1 above trafilatura's, recall >= 0.97, p50 <= 30 ms, no empty page",
+    "multilingual-dev": "F1 above trafilatura's, recall >= 0.95, p50 <= 30 ms, no empty page",
 }
 ANCHORS = {
-    "zyte-dev": "all text 0.65; trafilatura 2.3 0.957; readability-lxml 0.970 (issue 5)",
-    "multilingual-dev": "trafilatura 2.3 0.919; readability-lxml 0.866 (issue 5)",
+    "zyte-dev": "published on this half: trafilatura 0.966, Readability.js 0.958, readability-lxml 0.936",
+    "multilingual-dev": "published on the whole corpus: trafilatura 2.2 0.924, readability-lxml 0.826",
 }
+MAIN = "ours main"
+MIN_LANGUAGE_PAGES = 5  # languages with fewer pages are pooled as "other"
 
 
 @dataclass
@@ -53,6 +69,7 @@ class Page:
     url: str
     body: bytes
     truth: dict[str, object]
+    language: str = "?"
 
 
 @dataclass
@@ -60,8 +77,7 @@ class Run:
     name: str
     texts: dict[str, str] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
-    over_cap: int = 0
-    fell_back: int = 0
+    fell_back: set[str] = field(default_factory=set)
 
 
 # Metrics ------------------------------------------------------------------------------------
@@ -134,6 +150,15 @@ SCORERS: dict[str, Callable[[list[Page], dict[str, str]], tuple[float, float, fl
 }
 
 
+def page_errors(corpus: str, page: Page, text: str) -> tuple[float, str]:
+    """How much a page's extraction misses (higher is worse), and its counts for people."""
+    if corpus == "zyte-dev":
+        tp, fp, fn = shingle_counts(str(page.truth["articleBody"]), text)
+        return fp + fn, f"fp {fp:.2f} fn {fn:.2f}"
+    tp, fp, fn = segment_counts(page.truth, text)
+    return float(fp + fn), f"tp {tp} fp {fp} fn {fn}"
+
+
 # Corpora ------------------------------------------------------------------------------------
 
 
@@ -155,13 +180,40 @@ def load(corpus: str) -> list[Page] | None:
     return pages
 
 
+def reference_text(page: Page) -> str:
+    if "articleBody" in page.truth:
+        return str(page.truth["articleBody"])
+    return " ".join(str(s) for s in page.truth["with"])  # type: ignore[attr-defined]
+
+
+def identify_languages(pages: list[Page]) -> bool:
+    """Label each page with the language of its reference text; False when py3langid is absent."""
+    try:
+        import py3langid
+    except ImportError:
+        return False
+    counts: Counter[str] = Counter()
+    for page in pages:
+        page.language = str(py3langid.classify(reference_text(page))[0])
+        counts[page.language] += 1
+    for page in pages:
+        if counts[page.language] < MIN_LANGUAGE_PAGES:
+            page.language = "other"
+    return True
+
+
+def half(page: Page) -> int:
+    """A fixed half of the corpus the page belongs to, the same in every run."""
+    return hashlib.sha256(page.key.encode()).digest()[0] & 1
+
+
 # Runs ---------------------------------------------------------------------------------------
 
 
 async def run_ours(pages: list[Page], extract: str) -> Run:
     run = Run(f"ours {extract}")
     for page in pages:
-        started = time.perf_counter()
+        started = time.process_time()
         document = await build_document(
             page.body,
             "text/html",
@@ -171,22 +223,22 @@ async def run_ours(pages: list[Page], extract: str) -> Run:
             cpu_budget_s=CPU_BUDGET_S,
             body_truncated=False,
         )
-        run.seconds.append(time.perf_counter() - started)
+        run.seconds.append(time.process_time() - started)
         run.texts[page.key] = document.text
-        run.over_cap += len(document.text) >= MAX_CHARS and document.truncated
-        run.fell_back += extract == "main" and document.extraction == "full"
+        if extract == "main" and document.extraction == "full":
+            run.fell_back.add(page.key)
     return run
 
 
 def run_competitor(pages: list[Page], name: str, extract: Callable[[bytes], str]) -> Run:
     run = Run(name)
     for page in pages:
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             text = extract(page.body) or ""
         except Exception:  # a crash counts as an empty extraction, as the benchmarks count it
             text = ""
-        run.seconds.append(time.perf_counter() - started)
+        run.seconds.append(time.process_time() - started)
         run.texts[page.key] = text
     return run
 
@@ -217,6 +269,9 @@ def competitors() -> dict[str, Callable[[bytes], str]]:
     return found
 
 
+# Reports ------------------------------------------------------------------------------------
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -228,39 +283,54 @@ def report(corpus: str, pages: list[Page], runs: list[Run]) -> None:
     print(f"anchors: {ANCHORS[corpus]}")
     print(
         f"{'':24} {'F1':>6} {'prec':>6} {'recall':>6} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'over cap':>8} {'fell back':>9} {'empty':>6}"
+        f"{'fell back':>9} {'empty':>6}"
     )
     for run in runs:
         f1, precision, recall = SCORERS[corpus](pages, run.texts)
         ms = [s * 1000 for s in run.seconds]
         empty = sum(1 for p in pages if not run.texts[p.key].strip())
-        fell_back = str(run.fell_back) if run.name == "ours main" else "-"
-        over_cap = str(run.over_cap) if run.name.startswith("ours") else "-"
+        fell_back = str(len(run.fell_back)) if run.name == MAIN else "-"
         print(
             f"{run.name:24} {f1:6.3f} {precision:6.3f} {recall:6.3f} {percentile(ms, 50):8.1f} "
-            f"{percentile(ms, 99):8.1f} {over_cap:>8} {fell_back:>9} {empty:>6}"
+            f"{percentile(ms, 99):8.1f} {fell_back:>9} {empty:>6}"
         )
+    print("(times: CPU ms per page)")
 
 
-def worst(corpus: str, pages: list[Page], run: Run, count: int) -> None:
-    print(f"\nworst {count} pages of {run.name} on {corpus}:")
+def report_groups(title: str, corpus: str, groups: dict[str, list[Page]], runs: list[Run]) -> None:
+    """F1 of every extractor on each group of pages (a language, a half of the corpus)."""
+    names = [run.name[:18] for run in runs]
+    print(f"\n{title} on {corpus}: F1 (precision/recall of ours main)")
+    print(f"{'':10} {'pages':>5} " + " ".join(f"{name:>18}" for name in names) + "   ours main P/R")
+    for group, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        scores = [SCORERS[corpus](members, run.texts) for run in runs]
+        cells = " ".join(f"{f1:18.3f}" for f1, _, _ in scores)
+        _, precision, recall = scores[0]
+        print(f"{group:10} {len(members):5} {cells}   {precision:.3f}/{recall:.3f}")
+
+
+def worst(corpus: str, pages: list[Page], runs: list[Run], count: int) -> None:
+    main = runs[0]
+    print(f"\nworst {count} pages of {main.name} on {corpus} (others' counts beside):")
     scored = []
     for page in pages:
-        text = run.texts[page.key]
-        if corpus == "zyte-dev":
-            tp, fp, fn = shingle_counts(str(page.truth["articleBody"]), text)
-            scored.append((tp - max(fp, fn), page.key, f"tp {tp:.2f} fp {fp:.2f} fn {fn:.2f}"))
-        else:
-            tp, fp, fn = segment_counts(page.truth, text)
-            scored.append((-(fp + 2 * fn), page.key, f"tp {tp} fp {fp} fn {fn} {page.truth['file']}"))
-    for _, key, detail in sorted(scored)[:count]:
-        print(f"  {detail}  {key[:90]}")
+        loss, detail = page_errors(corpus, page, main.texts[page.key])
+        others = "; ".join(
+            f"{run.name[:11]} {page_errors(corpus, page, run.texts[page.key])[1]}" for run in runs[2:]
+        )
+        mode = "full" if page.key in main.fell_back else "main"
+        name = str(page.truth.get("file") or page.key[:16])
+        scored.append((-loss, name, f"{detail} [{mode}, {page.language}] {name[:48]} | {others}"))
+    for _, _, line in sorted(scored)[:count]:
+        print(f"  {line}")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--corpus", choices=sorted(SCORERS), action="append")
     parser.add_argument("--worst", type=int, default=0, help="list the N worst pages of our main mode")
+    parser.add_argument("--languages", action="store_true", help="F1 per language of the page")
+    parser.add_argument("--halves", action="store_true", help="F1 on each fixed half of each corpus")
     parser.add_argument("--ours-only", action="store_true", help="skip trafilatura and readability")
     args = parser.parse_args()
     others = {} if args.ours_only else competitors()
@@ -274,8 +344,20 @@ async def main() -> None:
         runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
         runs += [run_competitor(pages, name, fn) for name, fn in others.items()]
         report(corpus, pages, runs)
+        if args.halves:
+            halves: dict[str, list[Page]] = defaultdict(list)
+            for page in pages:
+                halves[f"half {half(page)}"].append(page)
+            report_groups("fixed halves", corpus, halves, runs)
+        if (args.languages or args.worst) and not identify_languages(pages):
+            print("py3langid is not installed: pip install -e '.[bench]' to see languages")
+        if args.languages:
+            languages: dict[str, list[Page]] = defaultdict(list)
+            for page in pages:
+                languages[page.language].append(page)
+            report_groups("languages", corpus, languages, runs)
         if args.worst:
-            worst(corpus, pages, runs[0], args.worst)
+            worst(corpus, pages, runs, args.worst)
     if not ran:
         print("no corpus found: nothing measured")
 

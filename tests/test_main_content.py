@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from jobs.reader.document import Document, build_document
+from jobs.reader.main_content import select_main
+from jobs.reader.reduce import reduce_all
 
 PARAGRAPHS = [
     "The council voted on Tuesday to extend the river path by two kilometres, after a year of "
@@ -35,9 +41,9 @@ def article(extra: str = "") -> str:
     return f"<article><h1>River path to grow</h1>{body}{extra}</article>"
 
 
-def page(content: str) -> str:
+def page(content: str, title: str = "River path - Town News") -> str:
     return (
-        "<html><head><title>River path - Town News</title></head><body>"
+        f"<html><head><title>{title}</title></head><body>"
         f"<header><div class=logo>Town News</div><nav><ul>{NAV}</ul></nav></header>"
         f"<main>{content}</main>"
         f"<aside><h2>Most read</h2><ul>{NAV}</ul></aside>"
@@ -200,3 +206,175 @@ async def test_the_headline_and_standfirst_stay_and_the_byline_between_them_and_
     document = await main_of(page(head + body + f"<ul>{NAV}</ul>"))
     assert document.extraction == "main"
     assert document.text == "\n".join(["River path to grow", standfirst, *PARAGRAPHS])
+
+
+LONG_BODY = "".join(f"<p>{p}</p>" for p in PARAGRAPHS * 4)
+
+
+async def test_the_headline_the_title_already_carries_is_not_repeated_in_the_text() -> None:
+    for title in (
+        "River path to grow - Town News",
+        "Town News | River path to grow",
+        "River path to grow: council votes for two more kilometres",
+        "Town News: river path set to grow",  # the same words, nearly: "set" is new
+    ):
+        document = await main_of(page(article(), title=title))
+        assert document.extraction == "main", title
+        assert document.title == title
+        assert document.text == "\n".join(PARAGRAPHS), title
+
+
+async def test_a_headline_the_title_does_not_carry_stays_at_the_top_of_the_text() -> None:
+    for title in ("Town News", "Council budget 2024 - Town News", ""):
+        document = await main_of(page(article(), title=title))
+        assert document.text == "River path to grow\n" + "\n".join(PARAGRAPHS), title
+
+
+async def test_a_blog_post_whose_title_links_to_its_own_page_is_the_main_content() -> None:
+    # Blogs link the post's heading to its permalink: that card is the post, not a teaser for
+    # another page, though it looks like one.
+    post = (
+        '<div class=post><h2><a href="/2015/08/river-path">River path to grow</a></h2>'
+        f"<p>3 August 2015</p><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p></div>"
+    )
+    document = await main_of(page(post, title="Town blog » River path to grow"))
+    assert document.extraction == "main"
+    assert document.text.endswith(PARAGRAPHS[0] + "\n" + PARAGRAPHS[1])
+    assert "Section 3" not in document.text
+
+
+async def test_a_pitch_and_a_bio_written_as_plain_paragraphs_after_the_text_are_left_out() -> None:
+    # No class names to go by: what follows the element that holds the article's text, in
+    # elements of its own, is furniture however much it reads like prose.
+    pitch = (
+        "<div><p>Get the best of Town News in your inbox every morning: sign up for our free "
+        "newsletter.</p></div>"
+    )
+    bio = "<div><p>Jane Doe writes about the council, its budgets and the river for Town News.</p></div>"
+    html = page(f"<article><h1>River path to grow</h1><div>{LONG_BODY}</div>{pitch}{bio}</article>")
+    document = await main_of(html)
+    assert document.extraction == "main"
+    assert "newsletter" not in document.text
+    assert "Jane Doe" not in document.text
+    assert document.text.endswith(PARAGRAPHS[3])
+
+
+async def test_a_table_and_code_after_the_text_stay() -> None:
+    standfirst = "<p>The extension, approved on Tuesday, adds two kilometres along the old mill race.</p>"
+    table = (
+        "<div><table><tr><th>Year</th><th>Length</th></tr><tr><td>2023</td><td>4 km</td></tr></table></div>"
+    )
+    code = "<div><pre>path.extend(km=2)</pre></div>"
+    html = page(
+        f"<article><h1>River path to grow</h1>{standfirst}<div>{LONG_BODY}</div>{table}{code}</article>"
+    )
+    document = await main_of(html)
+    assert document.extraction == "main"
+    assert document.text.endswith(PARAGRAPHS[3] + "\nYear\tLength\n2023\t4 km\npath.extend(km=2)")
+
+
+async def test_a_byline_and_a_date_between_the_standfirst_and_the_text_are_left_out() -> None:
+    standfirst = "The extension, approved on Tuesday, adds two kilometres along the old mill race."
+    byline = "<div><span>By Jane Doe</span></div><div>12 March 2024</div>"
+    head = f"<h1>River path to grow</h1><p>{standfirst}</p>{byline}"
+    document = await main_of(page(f"<article>{head}<div>{LONG_BODY}</div></article>"))
+    assert document.extraction == "main"
+    assert "Jane Doe" not in document.text
+    assert "12 March" not in document.text
+    assert document.text.startswith(f"River path to grow\n{standfirst}\n{PARAGRAPHS[0]}")
+
+
+async def test_a_short_news_item_among_navigation_is_the_main_content() -> None:
+    item = f"<h1>Path closed on Sunday</h1><p>{PARAGRAPHS[0]}</p>"
+    document = await main_of(page(item))
+    assert document.extraction == "main"
+    assert document.text == "Path closed on Sunday\n" + PARAGRAPHS[0]
+
+
+async def test_a_short_choice_that_leaves_out_a_page_of_plain_text_falls_back_to_the_full_text() -> None:
+    # A results page: one paragraph of prose above a long table. The paragraph is not the page.
+    rows = "".join(
+        f"<tr><td>Runner number {i}</td><td>{30 + i}:{i % 60:02d} min</td></tr>" for i in range(60)
+    )
+    html = page(f"<h1>Town run results</h1><div><p>{PARAGRAPHS[0]}</p></div><div><table>{rows}</table></div>")
+    document = await main_of(html)
+    assert document.extraction == "full"
+    assert "Runner number 59\t89:59 min" in document.text
+    assert PARAGRAPHS[0] in document.text
+
+
+async def test_text_blocks_that_a_page_builder_names_all_alike_are_all_kept() -> None:
+    # Page builders wrap every text block in "...-widget" or the like; a name that every
+    # paragraph carries says nothing about which of them is furniture.
+    short = "The path will be lit at night from October, the council said."
+    widgets = "".join(
+        f'<div class="builder-widget builder-text"><p>{text}</p></div>'
+        for text in [*PARAGRAPHS[:2], short, *PARAGRAPHS[2:]]
+    )
+    document = await main_of(page(f"<article><h1>River path to grow</h1>{widgets}</article>"))
+    assert document.extraction == "main"
+    assert document.text == "\n".join(["River path to grow", *PARAGRAPHS[:2], short, *PARAGRAPHS[2:]])
+
+
+async def test_a_long_caption_in_a_part_named_for_captions_is_left_out() -> None:
+    caption = (
+        "Walkers and cyclists share the old towpath near the mill on a winter morning, where the "
+        "council plans to add lighting, benches and a second bridge over the race. Photo: Town News"
+    )
+    body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2])
+    rest = "".join(f"<p>{p}</p>" for p in PARAGRAPHS[2:])
+    named = f"<div class=photo-caption><p>{caption}</p></div>"
+    html = page(f"<article><h1>River path to grow</h1>{body}{named}{rest}</article>")
+    document = await main_of(html)
+    assert document.extraction == "main"
+    assert "towpath" not in document.text
+    assert document.text == "River path to grow\n" + "\n".join(PARAGRAPHS)
+
+
+SENTENCES = st.sampled_from([*PARAGRAPHS, "Short line.", "By Jane Doe", "Share this", "12 March 2024"])
+CLASSES = st.sampled_from(["", "content", "byline", "share", "author-bio", "related", "post", "sidebar"])
+
+
+@st.composite
+def fragments(draw: st.DrawFn, depth: int = 0) -> str:
+    kind = draw(
+        st.sampled_from(["p", "h2", "link", "list", "table", "div", "article", "nav", "aside", "footer"])
+    )
+    if kind == "p" or depth >= 3:
+        return f"<p>{draw(SENTENCES)}</p>"
+    if kind == "h2":
+        return f"<h2>{draw(SENTENCES)[:40]}</h2>"
+    if kind == "link":
+        return f'<p><a href="/x">{draw(SENTENCES)}</a></p>'
+    if kind == "list":
+        return "<ul>" + "".join(f"<li>{s}</li>" for s in draw(st.lists(SENTENCES, max_size=4))) + "</ul>"
+    if kind == "table":
+        return (
+            "<table><tr>"
+            + "".join(f"<td>{s}</td>" for s in draw(st.lists(SENTENCES, max_size=3)))
+            + "</tr></table>"
+        )
+    inner = "".join(draw(st.lists(fragments(depth + 1), max_size=5)))
+    return f'<{kind} class="{draw(CLASSES)}">{inner}</{kind}>'
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(fragments(), min_size=1, max_size=6), st.sampled_from(["", "River path to grow - News"]))
+def test_main_is_always_the_page_s_own_blocks_in_order_or_the_full_text(parts: list[str], title: str) -> None:
+    reduction = reduce_all(f"<title>{title}</title>" + "".join(parts))
+    selection = select_main(reduction)
+    full = [block.text for block in reduction.blocks]
+    chosen = [block.text for block in selection.blocks]
+    if selection.extraction == "full":
+        assert chosen == full
+    else:
+        assert selection.extraction == "main"
+        assert chosen
+        remaining = iter(full)
+        assert all(any(text == other for other in remaining) for text in chosen)
+
+
+@pytest.mark.parametrize("junk", ["<p>Short line.</p>", "<div><p>By Jane Doe</p></div>", ""])
+async def test_main_text_never_comes_back_empty_when_the_page_has_text(junk: str) -> None:
+    document = await main_of(f"<html><body>{junk}<p>Some words.</p></body></html>")
+    assert document.text.strip()

@@ -2,33 +2,42 @@
 
 Boilerplate classifiers (jusText, boilerpipe, trafilatura) judge blocks of text by their length and
 link density; Readability judges containers by the good text they hold. This does both, in linear
-time, on the reducer's output:
+time, on the reducer's output (docs/main-content.md tells it at more length):
 
 1. Each block gets a weight: long, link-poor prose counts for its length (less in parts named like
    furniture, more inside <main> or <article>); link lists, navigation, the page's header and
    footer, asides, forms, consent banners, comments and the blurbs of teaser cards count against.
-   A form or header that holds most of the page's text is a wrapper, not furniture.
+   A form or header that holds most of the page's text is a wrapper, not furniture; a linked
+   heading that the title repeats is the page's own headline, not a teaser.
 2. Every block-level element holds a contiguous range of blocks, so its total weight is a
    difference of prefix sums; the element with the highest total is the main content's container.
    Prose just before it (a standfirst) and the headings above that, up to the headline, are taken
    in, over a byline, a date or a picture, which stay out.
 3. Inside it, what is furniture relative to it is dropped (a share bar, a related-links list, a
-   byline, a newsletter form, captions), then the headings and labels left over nothing, then
-   what trails the last paragraph: short lines, and anything in parts named like furniture (an
-   author's bio); headings, lists, tables and code stay.
+   byline, a newsletter form, captions; a class name that most of its prose carries is the site's
+   house style and stops counting), then the headings and labels left over nothing, then what
+   trails the last paragraph. The smallest element that holds nearly all of the prose is the body:
+   before it only the headline and the standfirst stay, after it only tables and code (a bio, a
+   pitch, a donation appeal written as plain paragraphs go). The headline goes when the title
+   repeats it, since the result carries the title.
 4. When the choice is implausible next to the page's readable text (an index page, a product
-   page, a registry record made of table cells), the full text is returned instead, as extraction
-   "full": the agent must never lose the evidence to a wrong guess.
+   page, a registry record made of table cells, a short choice that leaves out more than twice
+   its own length of plain text), the full text is returned instead, as extraction "full": the
+   agent must never lose the evidence to a wrong guess.
 
-The constants were set on the development corpora (bench/extraction.py); none names a site.
+The constants were set on the development corpora (bench/extraction.py, on two fixed halves that
+agree); none names a site.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from jobs.reader.reduce import (
+from jobs.reader.blocks import Block, Container
+from jobs.reader.reduce import Reduction
+from jobs.reader.vocabulary import (
     ARTICLE,
     ASIDE,
     BOILERPLATE_HINT,
@@ -45,9 +54,6 @@ from jobs.reader.reduce import (
     NAV,
     PRE,
     TABLE,
-    Block,
-    Container,
-    Reduction,
 )
 
 # Structure that marks a block as page furniture wherever it sits.
@@ -68,13 +74,18 @@ LINK_COST = 0.3  # per character of link text (and of a teaser's blurb)
 LINKED_HEADING_COST = 3.0  # per character of a headline that is a link: a teaser for another page
 FURNITURE_COST = 0.3  # per character inside navigation, header, footer, aside, forms, comments
 TEASER_BLOCKS = 5  # blocks of a teaser card at most: a linked headline, a blurb, a date
-DISCARD_BELOW = 150  # characters: a line this short in a part named "byline", "share"... goes
+DISCARD_BELOW = 300  # characters: a paragraph this short in a part named "byline", "caption"... goes
 CAPTION_KEEP = 200  # characters: a caption this long is a paragraph of its own
-MIN_PROSE = 250.0  # prose characters below which a page is not an article
+MIN_PROSE = 100.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
 WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
-LINK_LISTING = 0.5
-HEADER_GAP = 8  # link share of the choice's text above which it is a listing
+LINK_LISTING = 0.5  # link share of the choice's text above which it is a listing
+HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
+BODY_SHARE = 0.9  # of the choice's prose its body holds
+LEFT_OUT = 2.0  # times the choice's text that may be left out when it reads like text
+HEADLINE_MIN = 10  # characters: a shorter heading is a label, whatever the title says
+TITLE_WORDS = 0.8  # share of a heading's words the title holds when it repeats the heading
+HOUSE_STYLE = 0.7  # share of the container's prose that carries a hint when it names them all
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 
 
@@ -115,10 +126,9 @@ def select_main(reduction: Reduction) -> Selection:
     blocks = _unwrapped(reduction)
     if not blocks:
         return Selection(blocks, "full")
-    weights = [weight(block) for block in blocks]
-    for index in _teasers(reduction):
-        if weights[index] > 0:
-            weights[index] = -LINK_COST * len(blocks[index].text)
+    title = Title.of(reduction.title)
+    teasers = _teasers(reduction, title)
+    weights = _weights(blocks, teasers, title)
     prefix = [0.0]
     prose = [0.0]
     for w in weights:
@@ -133,12 +143,126 @@ def select_main(reduction: Reduction) -> Selection:
         ):
             best, best_score = container, score
     span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
-    kept = [index for index in span if _keep(blocks[index], best.bits)]
+    base = best.bits | _house_style(blocks, best)
+    kept = [index for index in span if _keep(blocks[index], base)]
     kept = _without_orphans(kept, blocks, weights, best.end)
-    chosen = [blocks[index] for index in _trim(kept, blocks, weights, best.bits)]
+    kept = _trim(kept, blocks, weights, base)
+    body = _body(kept, reduction.containers, weights, prose, best)
+    kept = _within_body(kept, blocks, weights, body)
+    kept = _without_headline(kept, blocks, title)
+    chosen = [blocks[index] for index in kept]
     if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
         return Selection(blocks, "full")
+    if _leaves_out_text(blocks, kept, teasers):
+        return Selection(blocks, "full")
     return Selection(chosen, "main")
+
+
+@dataclass(frozen=True)
+class Title:
+    """The page's <title>, folded for comparison with its headings."""
+
+    folded: str
+    words: frozenset[str]
+
+    @classmethod
+    def of(cls, title: str) -> Title:
+        folded = _folded(title)
+        return cls(folded, frozenset(_WORD.findall(folded)))
+
+    def repeats(self, block: Block) -> bool:
+        """A heading the title already says, word for word or nearly (sites add their name, drop
+        a subtitle, or reword a little)."""
+        if not block.bits & HEADING:
+            return False
+        text = _folded(block.text)
+        if len(text) < HEADLINE_MIN:
+            return False
+        if text in self.folded:
+            return True
+        words = _WORD.findall(text)
+        return bool(words) and sum(word in self.words for word in words) >= TITLE_WORDS * len(words)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _weights(blocks: list[Block], teasers: list[int], title: Title) -> list[float]:
+    weights = [weight(block) for block in blocks]
+    for index, block in enumerate(blocks):
+        # A blog links the post's own title to its permalink: that link is no teaser.
+        if weights[index] < 0 and title.repeats(block):
+            weights[index] = -SHORT_PENALTY
+    for index in teasers:
+        if weights[index] > 0:
+            weights[index] = -LINK_COST * len(blocks[index].text)
+    return weights
+
+
+def _house_style(blocks: list[Block], best: Container) -> int:
+    """The hints that most of the container's prose carries: a page builder that names every text
+    block a "widget" says nothing about which of them is furniture, so the name stops counting."""
+    prose = 0
+    hinted = dict.fromkeys((DISCARD_HINT, BOILERPLATE_HINT), 0)
+    for block in blocks[best.start : best.end]:
+        if len(block.text) >= LONG:
+            prose += len(block.text)
+            for bit in hinted:
+                if block.bits & bit:
+                    hinted[bit] += len(block.text)
+    house = 0
+    for bit, chars in hinted.items():
+        if prose and chars >= HOUSE_STYLE * prose:
+            house |= bit
+    return house
+
+
+def _body(
+    kept: list[int], containers: list[Container], weights: list[float], prose: list[float], best: Container
+) -> Container:
+    """The smallest element inside the choice that holds nearly all of its prose: the article's
+    text itself, without the furniture that shares its container."""
+    total = sum(weights[index] for index in kept if weights[index] > 0)
+    body = best
+    if total <= 0:
+        return body
+    for container in containers:
+        if (
+            best.start <= container.start
+            and container.end <= best.end
+            and container.end - container.start < body.end - body.start
+            and prose[container.end] - prose[container.start] >= BODY_SHARE * total
+        ):
+            body = container
+    return body
+
+
+def _within_body(kept: list[int], blocks: list[Block], weights: list[float], body: Container) -> list[int]:
+    """Around the body, only what belongs to the article stays: before it, the headline and the
+    standfirst (a byline, a date, a kicker go); after it, tables and code. What follows the text
+    in its own element is a bio, a newsletter pitch, a donation appeal, a citation box."""
+    return [
+        index
+        for index in kept
+        if body.start <= index < body.end
+        or (index < body.start and (blocks[index].bits & HEADING or weights[index] > 0))
+        or (index >= body.end and blocks[index].bits & (TABLE | PRE))
+    ]
+
+
+def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:
+    """The headline goes when the title repeats it: the result carries the title beside the text."""
+    for position, index in enumerate(kept):
+        block = blocks[index]
+        if not block.bits & HEADING:
+            break
+        if title.repeats(block):
+            return kept[:position] + kept[position + 1 :]
+    return kept
 
 
 def _unwrapped(reduction: Reduction) -> list[Block]:
@@ -253,7 +377,7 @@ def _a_sentence(block: Block) -> bool:
     return not block.bits & HEADING and len(text) >= 25 and text.endswith(SENTENCE_ENDS)
 
 
-def _teasers(reduction: Reduction) -> list[int]:
+def _teasers(reduction: Reduction, title: Title) -> list[int]:
     """Blocks of teaser cards: a small element holding a linked headline and a blurb.
 
     "More stories" rails and index pages repeat such cards; their blurbs read like prose, but
@@ -262,7 +386,7 @@ def _teasers(reduction: Reduction) -> list[int]:
     blocks = reduction.blocks
     headlines = [0]
     for block in blocks:
-        headlines.append(headlines[-1] + _linked_headline(block))
+        headlines.append(headlines[-1] + (_linked_headline(block) and not title.repeats(block)))
     if not headlines[-1]:
         return []
     found: set[int] = set()
@@ -323,6 +447,23 @@ def _keep(block: Block, base_bits: int) -> bool:
     if relative & DISCARD_HINT and length < DISCARD_BELOW:
         return False
     return not (relative & BOILERPLATE_HINT and (length < LONG or density >= LINK_POOR))
+
+
+def _leaves_out_text(blocks: list[Block], kept: list[int], teasers: list[int]) -> bool:
+    """True when the choice leaves out more text than twice its own that reads like text: not
+    links, not furniture, not parts named like furniture, not teasers. A short choice on a page of
+    tables, a results list or a second article is a guess, and the agent must not lose the rest."""
+    explained = set(kept) | set(teasers)
+    chosen = sum(len(blocks[index].text) for index in kept)
+    left = 0
+    for index, block in enumerate(blocks):
+        if (
+            index not in explained
+            and block.link_chars <= LINK_DENSE * len(block.text)
+            and not block.bits & (FURNITURE | BOILERPLATE_HINT)
+        ):
+            left += len(block.text)
+    return left > LEFT_OUT * chosen
 
 
 def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float) -> bool:
