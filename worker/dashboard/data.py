@@ -1,27 +1,29 @@
 """What the dashboard shows, read from Redis: arq's keys and ours, every list bounded.
 
-Only reads (SCAN, GET, MGET, ZCARD, ZCOUNT, ZRANGE, ZSCORE, LRANGE, HMGET, SCARD, TTL, PTTL); never
-KEYS, which blocks Redis for the whole keyspace. Everything read here was written by code that
-handles untrusted input (report ids are validated, but URLs and queries come from the web and the
-agent), so values are decoded defensively and the page escapes all of them. Job payloads are
-decoded with orjson only; a pickle is shown as unreadable, never loaded.
+Only reads (SCAN, GET, MGET, ZCARD, ZCOUNT, ZRANGE, ZRANGEBYSCORE, ZSCORE, LRANGE, HGETALL, HMGET,
+HGET, SCARD, TTL, PTTL, TIME); never KEYS, which blocks Redis for the whole keyspace. Everything
+read here was written by code that handles untrusted input (report ids are validated, but URLs and
+queries come from the web and the agent), so values are decoded defensively and the pages escape
+all of them. Job payloads are decoded with orjson only; a pickle is shown as unreadable, never
+loaded.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from arq.connections import ArqRedis, create_pool
-from arq.constants import in_progress_key_prefix, job_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 
-from worker import keys
+import worker.dashboard.decode as decode
+from worker import activity, keys
 from worker.config import Settings
+from worker.dashboard.backoffs import Backoff, read_backoffs
+from worker.dashboard.history import History, read_history
 from worker.redis_conn import redis_settings
 from worker.runtime import HEALTH_INTERVAL_S
 from worker.serialization import dumps, loads
@@ -34,7 +36,8 @@ SCAN_COUNT = 1000
 MAX_SCAN_CALLS = 200
 # Keys gathered before sorting, so the newest reports (not an arbitrary slice) fill the 200 rows.
 MAX_CANDIDATES = 1000
-TARGET_PREVIEW = 120
+TARGET_PREVIEW = activity.TARGET_PREVIEW_CHARS
+MESSAGE_PREVIEW = activity.MESSAGE_PREVIEW_CHARS
 TEXT_PREVIEW = 200
 # A replica beats every 5 s and its key lives 15 s: a beat older than two intervals means trouble.
 STALE_BEAT_S = 2 * HEALTH_INTERVAL_S
@@ -75,7 +78,8 @@ class JobRow:
     target: str
     age_s: float | None
     running_s: float | None
-    job_try: int | None
+    # arq's try counter (``arq:retry:{id}``): the try now running, or the tries a waiting job had.
+    tries: int | None
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,16 @@ class RecentRow:
     report_id: str
     outcome: str
     target: str
+    message: str | None
+    status: int | None
+    cached: bool | None
+    provider: str | None
+    at: float | None
     age_s: float | None
     duration_ms: float | None
+    queue_wait_ms: float | None
+    worker_id: str | None
+    tries: int | None
 
 
 @dataclass(frozen=True)
@@ -120,15 +132,20 @@ class Snapshot:
     in_progress: list[JobRow] = field(default_factory=list)
     waiting: list[JobRow] = field(default_factory=list)
     recent: list[RecentRow] = field(default_factory=list)
-    outcomes: dict[str, int] = field(default_factory=dict)
     budgets: list[BudgetRow] = field(default_factory=list)
     spend: list[SpendRow] = field(default_factory=list)
+    history: History | None = None
+    # None: the hosts backing off could not be listed (see ``backoffs``).
+    backoffs: list[Backoff] | None = None
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def line_of(self, job_id: str) -> RecentRow | None:
+        return next((row for row in self.recent if row.job_id == job_id), None)
 
 
 async def open_redis(settings: Settings) -> ArqRedis:
@@ -164,9 +181,10 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
         in_progress=in_progress[:MAX_ROWS],
         waiting=waiting,
         recent=recent,
-        outcomes=dict(Counter(row.outcome for row in recent).most_common()),
         budgets=budgets,
         spend=spend,
+        history=await read_history(redis, settings.queue_name, now),
+        backoffs=await read_backoffs(redis, settings.queue_name, now),
         partial=partial,
     )
 
@@ -178,7 +196,7 @@ async def scan_keys(redis: ArqRedis, pattern: str, limit: int) -> tuple[list[str
     for _ in range(MAX_SCAN_CALLS):
         cursor, batch = await redis.scan(cursor=cursor, match=pattern, count=SCAN_COUNT)
         for raw in batch:
-            found[_text(raw)] = None
+            found[decode.text(raw)] = None
         if len(found) > limit:
             return list(found)[:limit], False
         if cursor == 0:
@@ -200,22 +218,22 @@ async def read_workers(redis: ArqRedis, settings: Settings, now: float) -> tuple
     for name, raw in zip(names, values, strict=True):
         if raw is None:
             continue  # the replica stopped between the SCAN and the read
-        info = _json_object(raw)
-        beat_at = _float(info.get("beat_at"))
-        started_at = _float(info.get("started_at"))
+        info = decode.json_object(raw)
+        beat_at = decode.number(info.get("beat_at"))
+        started_at = decode.number(info.get("started_at"))
         beat_age = max(0.0, now - beat_at) if beat_at is not None else None
         rows.append(
             WorkerRow(
-                worker_id=_short(info.get("worker_id") or name.removeprefix(prefix), TEXT_PREVIEW),
-                host=_short(info.get("host") or "", TEXT_PREVIEW),
-                pid=_int_or_none(info.get("pid")),
+                worker_id=decode.short(info.get("worker_id") or name.removeprefix(prefix), TEXT_PREVIEW),
+                host=decode.short(info.get("host") or "", TEXT_PREVIEW),
+                pid=decode.integer_or_none(info.get("pid")),
                 beat_age_s=beat_age,
                 uptime_s=max(0.0, now - started_at) if started_at is not None else None,
-                jobs_complete=_int(info.get("jobs_complete")),
-                jobs_failed=_int(info.get("jobs_failed")),
-                jobs_retried=_int(info.get("jobs_retried")),
-                jobs_ongoing=_int(info.get("jobs_ongoing")),
-                max_jobs=_int_or_none(info.get("max_jobs")),
+                jobs_complete=decode.integer(info.get("jobs_complete")),
+                jobs_failed=decode.integer(info.get("jobs_failed")),
+                jobs_retried=decode.integer(info.get("jobs_retried")),
+                jobs_ongoing=decode.integer(info.get("jobs_ongoing")),
+                max_jobs=decode.integer_or_none(info.get("max_jobs")),
                 # A key that is not our JSON (a plain arq worker's health line) cannot vouch for a beat.
                 stale=beat_age is None or beat_age > STALE_BEAT_S,
             )
@@ -247,8 +265,8 @@ async def read_in_progress(redis: ArqRedis, settings: Settings, now: float) -> t
         if isinstance(pttl, int) and pttl >= 0:
             running = max(0.0, claim_ttl_s - pttl / 1000)
         mine.append((job_id, running))
-    payloads = await _payloads(redis, [job_id for job_id, _ in mine])
-    rows = [_job_row(job_id, payloads.get(job_id), now, running) for job_id, running in mine]
+    jobs = await _read_jobs(redis, [job_id for job_id, _ in mine])
+    rows = [_job_row(job_id, *jobs[job_id], now, running) for job_id, running in mine]
     rows.sort(key=lambda row: -(row.age_s or 0.0))
     return rows, complete
 
@@ -267,12 +285,12 @@ async def read_queue(
         depth, due, head = await pipe.execute()
     waiting_ids: list[tuple[str, float]] = []
     for raw_id, score in head:
-        job_id = _text(raw_id)
+        job_id = decode.text(raw_id)
         if job_id not in in_progress and score <= now_ms:
             waiting_ids.append((job_id, float(score)))
     waiting_ids = waiting_ids[:WAITING_ROWS]
-    payloads = await _payloads(redis, [job_id for job_id, _ in waiting_ids])
-    waiting = [_job_row(job_id, payloads.get(job_id), now, None) for job_id, _ in waiting_ids]
+    jobs = await _read_jobs(redis, [job_id for job_id, _ in waiting_ids])
+    waiting = [_job_row(job_id, *jobs[job_id], now, None) for job_id, _ in waiting_ids]
     oldest = max(0.0, now - waiting_ids[0][1] / 1000) if waiting_ids else None
     state = QueueState(
         name=queue,
@@ -287,23 +305,32 @@ async def read_queue(
 
 
 async def read_recent(redis: ArqRedis, settings: Settings, now: float) -> list[RecentRow]:
-    lines = await redis.lrange(keys.recent(settings.queue_name), 0, MAX_ROWS - 1)  # type: ignore[misc]
-    rows = []
-    for raw in lines:
-        item = _json_object(raw)
-        at = _float(item.get("at"))
-        rows.append(
-            RecentRow(
-                job_id=_short(item.get("job_id") or "", TEXT_PREVIEW),
-                tool=_short(item.get("tool") or "", TEXT_PREVIEW),
-                report_id=_short(item.get("report_id") or "", TEXT_PREVIEW),
-                outcome=_short(item.get("outcome") or "unknown", 60),
-                target=_short(item.get("target") or "", TARGET_PREVIEW),
-                age_s=max(0.0, now - at) if at is not None else None,
-                duration_ms=_float(item.get("duration_ms")),
-            )
-        )
-    return rows
+    """The workers' lines for the last finished jobs, newest first (``worker.activity``)."""
+    key = keys.recent(settings.queue_name)
+    lines = await redis.lrange(key, 0, activity.RECENT_LIMIT - 1)  # type: ignore[misc]
+    return [recent_row(decode.json_object(raw), now) for raw in lines]
+
+
+def recent_row(item: dict[str, Any], now: float) -> RecentRow:
+    at = decode.number(item.get("at"))
+    status = decode.integer_or_none(item.get("status"))
+    return RecentRow(
+        job_id=decode.short(item.get("job_id") or "", TEXT_PREVIEW),
+        tool=decode.short(item.get("tool") or "", TEXT_PREVIEW),
+        report_id=decode.short(item.get("report_id") or "", TEXT_PREVIEW),
+        outcome=decode.short(item.get("outcome") or "unknown", 60),
+        target=decode.short(item.get("target") or "", TARGET_PREVIEW),
+        message=decode.short_or_none(item.get("message"), MESSAGE_PREVIEW),
+        status=status if status is not None and 100 <= status <= 999 else None,
+        cached=decode.flag(item.get("cached")),
+        provider=decode.short_or_none(item.get("provider"), 60),
+        at=at,
+        age_s=max(0.0, now - at) if at is not None else None,
+        duration_ms=decode.number(item.get("duration_ms")),
+        queue_wait_ms=decode.number(item.get("queue_wait_ms")),
+        worker_id=decode.short_or_none(item.get("worker_id"), TEXT_PREVIEW),
+        tries=decode.integer_or_none(item.get("tries")),
+    )
 
 
 async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[BudgetRow], bool]:
@@ -333,13 +360,13 @@ async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[Budget
         budget_ttl = budget_ttl if isinstance(budget_ttl, int) else -2
         menu_ttl = menu_ttl if isinstance(menu_ttl, int) else -2
         row = BudgetRow(
-            report_id=_short(report, TEXT_PREVIEW),
-            search_used=_int(search),
+            report_id=decode.short(report, TEXT_PREVIEW),
+            search_used=decode.integer(search),
             search_limit=settings.search_budget,
-            fetch_used=_int(fetch),
+            fetch_used=decode.integer(fetch),
             fetch_limit=settings.fetch_budget,
             menu_size=menu_size if isinstance(menu_size, int) else 0,
-            cost_usd=_float(cost),
+            cost_usd=decode.number(cost),
             expires_in_s=budget_ttl if budget_ttl >= 0 else None,
         )
         # Both keys live one budget window from their last write: the longest life is the newest.
@@ -366,18 +393,18 @@ async def read_spend(redis: ArqRedis) -> tuple[list[SpendRow], bool]:
         # The hash names its own org, source and day; the key is the fallback, split from the
         # right because the day and the source carry no colon.
         org, source, day = (
-            _text(label) if label is not None else parsed
+            decode.text(label) if label is not None else parsed
             for label, parsed in zip(labels, _split_spend_key(name.removeprefix(prefix)), strict=True)
         )
         rows.append(
             SpendRow(
-                day=_short(day, 40),
-                org=_short(org, TEXT_PREVIEW),
-                usage_source=_short(source, TEXT_PREVIEW),
-                searches=_int(searches),
-                prompt_tokens=_int(prompt),
-                completion_tokens=_int(completion),
-                cost_usd=_float(cost) or 0.0,
+                day=decode.short(day, 40),
+                org=decode.short(org, TEXT_PREVIEW),
+                usage_source=decode.short(source, TEXT_PREVIEW),
+                searches=decode.integer(searches),
+                prompt_tokens=decode.integer(prompt),
+                completion_tokens=decode.integer(completion),
+                cost_usd=decode.number(cost) or 0.0,
             )
         )
     rows.sort(key=lambda row: (row.day, row.cost_usd), reverse=True)
@@ -391,70 +418,33 @@ def _split_spend_key(rest: str) -> tuple[str, str, str]:
     return rest, "", ""
 
 
-async def _payloads(redis: ArqRedis, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+async def _read_jobs(redis: ArqRedis, job_ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], int | None]]:
+    """Each job's arq payload and arq's try counter, which arq keeps beside the payload, not in it."""
     if not job_ids:
         return {}
-    raw = await redis.mget([job_key_prefix + job_id for job_id in job_ids])
-    return {job_id: _json_object(value) for job_id, value in zip(job_ids, raw, strict=True) if value}
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.mget([job_key_prefix + job_id for job_id in job_ids])
+        pipe.mget([retry_key_prefix + job_id for job_id in job_ids])
+        payloads, tries = await pipe.execute()
+    return {
+        job_id: (decode.json_object(payload), decode.integer_or_none(tried))
+        for job_id, payload, tried in zip(job_ids, payloads, tries, strict=True)
+    }
 
 
-def _job_row(job_id: str, payload: dict[str, Any] | None, now: float, running: float | None) -> JobRow:
-    if payload is None:
-        payload = {}
+def _job_row(
+    job_id: str, payload: dict[str, Any], tries: int | None, now: float, running: float | None
+) -> JobRow:
     raw_kwargs = payload.get("k")
     kwargs: dict[str, Any] = raw_kwargs if isinstance(raw_kwargs, dict) else {}
-    enqueued_ms = _float(payload.get("et"))
+    enqueued_ms = decode.number(payload.get("et"))
     target = kwargs.get("url") or kwargs.get("query") or ""
     return JobRow(
-        job_id=_short(job_id, TEXT_PREVIEW),
-        tool=_short(payload.get("f") or "(unreadable payload)", 60),
-        report_id=_short(kwargs.get("report_id") or "", TEXT_PREVIEW),
-        target=_short(target, TARGET_PREVIEW),
+        job_id=decode.short(job_id, TEXT_PREVIEW),
+        tool=decode.short(payload.get("f") or "(unreadable payload)", 60),
+        report_id=decode.short(kwargs.get("report_id") or "", TEXT_PREVIEW),
+        target=decode.short(target, TARGET_PREVIEW),
         age_s=max(0.0, now - enqueued_ms / 1000) if enqueued_ms is not None else None,
         running_s=running,
-        job_try=_int_or_none(payload.get("t")),
+        tries=tries,
     )
-
-
-def _json_object(raw: object) -> dict[str, Any]:
-    """An orjson object, or {} for anything else (a pickle, a plain string, garbage)."""
-    if not isinstance(raw, (bytes, str)):
-        return {}
-    with contextlib.suppress(ValueError):
-        value = loads(raw.encode() if isinstance(raw, str) else raw)
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
-def _text(raw: object) -> str:
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-
-
-def _short(value: object, limit: int) -> str:
-    text = _text(value) if isinstance(value, (bytes, str)) else str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _float(value: object) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, (bytes, str)):
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if number == number and abs(number) != float("inf") else None
-
-
-def _int_or_none(value: object) -> int | None:
-    number = _float(value)
-    return int(number) if number is not None else None
-
-
-def _int(value: object) -> int:
-    return _int_or_none(value) or 0

@@ -1,0 +1,37 @@
+"""Hosts the workers are holding fetches back from (a 429 or 503 that asked them to wait).
+
+The politeness layer keeps them in Redis and owns their format (``worker.politeness``); this is the
+one place the dashboard asks it. A Redis user that may not run what the listing needs (TIME, for
+the clock every worker agrees on) gets None, and the page says the list is not available rather
+than showing an empty list that would look like calm.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from worker import politeness
+from worker.logs import fields
+
+log = logging.getLogger("research.dashboard")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    host: str
+    until: float  # unix seconds
+    remaining_s: float
+
+
+async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backoff] | None:
+    """The hosts backing off now, soonest release first; None when they cannot be listed."""
+    try:
+        held = await politeness.backing_off(redis, queue_name)
+    except ResponseError as exc:
+        log.warning("cannot list the hosts backing off", extra=fields(error=type(exc).__name__))
+        return None
+    return [Backoff(row.host, row.until, max(0.0, row.until - now)) for row in held]

@@ -1,0 +1,175 @@
+"""The last hour, read from the workers' minute buckets (``worker.activity``): jobs per minute by
+outcome, the deepest queue of each minute, p95 queue wait per minute, and per-tool statistics.
+
+Sixty HGETALLs in one pipeline. The buckets hold counters only, so a percentile here is read from
+histogram bins: within 9 % of the true value (the bins are a quarter of a doubling wide).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+import worker.dashboard.decode as decode
+from worker import activity, keys
+from worker.results import OK
+
+HOUR_MINUTES = 60
+# Outcomes drawn as their own series; more than this (only garbage could make it) fold into "other".
+MAX_SERIES = 20
+MAX_TOOLS = 20
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Minute:
+    start: float  # unix seconds
+    jobs: dict[str, int]  # outcome -> jobs finished in this minute
+    depth: int | None  # the deepest queue a job finishing in this minute saw; None: no job finished
+    wait_p95_ms: float | None
+
+
+@dataclass(frozen=True)
+class ToolStats:
+    tool: str
+    jobs: int
+    ok: int
+    ok_share: float | None
+    duration_p50_ms: float | None
+    duration_p95_ms: float | None
+    wait_p95_ms: float | None
+    cache_hits: int
+
+
+@dataclass(frozen=True)
+class History:
+    minutes: list[Minute]  # oldest first, the current minute last
+    outcomes: list[str]  # every outcome seen in the hour: "ok" first, then the most frequent
+    tools: list[ToolStats]
+
+    @property
+    def jobs(self) -> int:
+        return sum(sum(minute.jobs.values()) for minute in self.minutes)
+
+
+@dataclass
+class Bucket:
+    """One minute's hash, parsed: anything that is not a field the workers write is ignored."""
+
+    jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    durations: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    waits: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    hits: Counter[str] = field(default_factory=Counter)
+    depth: int | None = None
+
+
+async def read_history(redis: Redis, queue_name: str, now: float) -> History:
+    current = activity.minute_of(now)
+    minutes = range(current - HOUR_MINUTES + 1, current + 1)
+    async with redis.pipeline(transaction=False) as pipe:
+        for minute in minutes:
+            pipe.hgetall(keys.minute(queue_name, minute))
+        replies = await pipe.execute(raise_on_error=False)
+    buckets = [parse_bucket(reply) if isinstance(reply, dict) else Bucket() for reply in replies]
+    return summarize([minute * activity.MINUTE_S for minute in minutes], buckets)
+
+
+def parse_bucket(fields: Mapping[object, object]) -> Bucket:
+    bucket = Bucket()
+    for raw_name, raw_value in fields.items():
+        name = decode.text(raw_name)
+        value = decode.integer_or_none(raw_value)
+        if value is None or value < 0:
+            continue
+        kind, _, rest = name.partition(":")
+        if name == activity.DEPTH_FIELD:
+            bucket.depth = value
+        elif kind == "n":
+            tool, sep, outcome = rest.partition(":")
+            if sep and tool and outcome:
+                bucket.jobs[(tool, outcome)] += value
+        elif kind in ("d", "w"):
+            tool, sep, index = rest.rpartition(":")
+            bin_index = decode.integer_or_none(index) if sep and tool else None
+            if bin_index is not None and activity.MIN_BIN <= bin_index <= activity.MAX_BIN:
+                histograms = bucket.durations if kind == "d" else bucket.waits
+                histograms[tool][bin_index] += value
+        elif kind == "h" and rest:
+            bucket.hits[rest] += value
+    return bucket
+
+
+def summarize(starts: list[float], buckets: list[Bucket]) -> History:
+    by_outcome: Counter[str] = Counter()
+    for bucket in buckets:
+        for (_, outcome), count in bucket.jobs.items():
+            by_outcome[outcome] += count
+    ranked = sorted(by_outcome, key=lambda outcome: (outcome != OK, -by_outcome[outcome], outcome))
+    shown = set(ranked[:MAX_SERIES] if len(ranked) <= MAX_SERIES else ranked[: MAX_SERIES - 1])
+    outcomes = [outcome for outcome in ranked if outcome in shown]
+    if len(shown) < len(ranked):
+        outcomes.append(OTHER)
+    minutes = []
+    for start, bucket in zip(starts, buckets, strict=True):
+        jobs: Counter[str] = Counter()
+        for (_, outcome), count in bucket.jobs.items():
+            jobs[outcome if outcome in shown else OTHER] += count
+        waits = merge(bucket.waits.values())
+        minutes.append(Minute(start, dict(jobs), bucket.depth, percentile(waits, 0.95)))
+    return History(minutes, outcomes, tool_stats(buckets))
+
+
+def tool_stats(buckets: list[Bucket]) -> list[ToolStats]:
+    jobs: Counter[str] = Counter()
+    ok: Counter[str] = Counter()
+    durations: defaultdict[str, Counter[int]] = defaultdict(Counter)
+    waits: defaultdict[str, Counter[int]] = defaultdict(Counter)
+    hits: Counter[str] = Counter()
+    for bucket in buckets:
+        for (tool, outcome), count in bucket.jobs.items():
+            jobs[tool] += count
+            if outcome == OK:
+                ok[tool] += count
+        for tool, histogram in bucket.durations.items():
+            durations[tool].update(histogram)
+        for tool, histogram in bucket.waits.items():
+            waits[tool].update(histogram)
+        hits.update(bucket.hits)
+    return [
+        ToolStats(
+            tool=tool,
+            jobs=count,
+            ok=ok[tool],
+            ok_share=ok[tool] / count if count else None,
+            duration_p50_ms=percentile(durations[tool], 0.50),
+            duration_p95_ms=percentile(durations[tool], 0.95),
+            wait_p95_ms=percentile(waits[tool], 0.95),
+            cache_hits=hits[tool],
+        )
+        for tool, count in sorted(jobs.items(), key=lambda pair: (-pair[1], pair[0]))[:MAX_TOOLS]
+    ]
+
+
+def merge(histograms: Iterable[Mapping[int, int]]) -> Counter[int]:
+    merged: Counter[int] = Counter()
+    for histogram in histograms:
+        merged.update(histogram)
+    return merged
+
+
+def percentile(histogram: Mapping[int, int], q: float) -> float | None:
+    """The nearest-rank percentile of a binned histogram, as its bin's representative value."""
+    total = sum(histogram.values())
+    if total <= 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for index in sorted(histogram):
+        seen += histogram[index]
+        if seen >= rank:
+            return activity.bin_value_ms(index)
+    return activity.bin_value_ms(max(histogram))
