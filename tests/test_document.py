@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from jobs.reader.document import Document, build_document, cut_text
 from tests.support.hostile_pages import PAGES
+from tests.support.pdfs import text_pdf
 from worker.errors import UnsupportedContentType
 
 URL = "https://example.org/dir/page"
@@ -61,7 +62,6 @@ async def test_urls_spelled_out_in_a_text_body_become_links() -> None:
     "body",
     [
         b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
-        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n",
         b"PK\x03\x04\x14\x00\x00\x00\x08\x00",
         b"\x00\x01\x02\x03 binary",
     ],
@@ -73,7 +73,23 @@ async def test_an_undeclared_binary_body_is_refused(body: bytes) -> None:
 
 async def test_a_declared_binary_type_is_refused() -> None:
     with pytest.raises(UnsupportedContentType):
-        await build(b"<p>looks like html</p>", "application/pdf")
+        await build(b"<p>looks like html</p>", "image/png")
+
+
+@pytest.mark.parametrize("content_type", [None, "application/pdf"])
+async def test_a_pdf_declared_or_sniffed_goes_to_the_pdf_reader(content_type: str | None) -> None:
+    document = await build(text_pdf("A page of a PDF."), content_type, extract="main")
+    assert (document.content_type, document.text) == ("application/pdf", "A page of a PDF.")
+    assert (document.extraction, document.pages, document.pages_read) == ("full", 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", None), (b"<p>looks like html</p>", "application/pdf")],
+)
+async def test_a_pdf_that_does_not_parse_is_refused_as_damaged(body: bytes, content_type: str | None) -> None:
+    with pytest.raises(UnsupportedContentType, match="damaged"):
+        await build(body, content_type)
 
 
 async def test_undeclared_plain_text_is_accepted_as_text_plain() -> None:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from html5lib._tokenizer import HTMLTokenizer
-from html5lib.constants import tokenTypes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.reader.main_content import join_blocks
 from jobs.reader.reduce import reduce_all
-from jobs.reader.tokens import CHARACTERS, COMMENT, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
-
-PARSE_ERROR = tokenTypes["ParseError"]
+from tests.test_tokens import FRAGMENTS
 
 
 def text_of(html: str) -> str:
@@ -84,7 +78,7 @@ def test_scripts_styles_and_embedded_content_never_become_text() -> None:
     html = (
         "<script>var s = '<p>not text</p>';</script><style>p::after{content:'x'}</style>"
         "<noscript>enable js</noscript><iframe>fallback</iframe><object>obj</object>"
-        "<math><mi>x</mi></math><select><option>choice</select><p>kept</p>"
+        "<svg><text>drawn</text></svg><canvas>no canvas</canvas><datalist><option>hint</datalist><p>kept</p>"
     )
     assert text_of(html) == "kept"
 
@@ -100,7 +94,7 @@ def test_a_textarea_and_title_are_rcdata_not_markup() -> None:
 
 def test_hidden_elements_are_removed_and_counted() -> None:
     html = (
-        "<p>visible</p><div hidden>one</div><span aria-hidden=true>two</span>"
+        "<p>visible</p><div hidden>one</div><span hidden=''>two</span>"
         "<p style='display: none'>three</p><p style='color:red;VISIBILITY:hidden !important'>four</p>"
         "<p style='display:\\6e one'>five</p><p style='display:/**/none'>six!</p><p>end</p>"
     )
@@ -143,95 +137,6 @@ def test_a_long_run_of_text_is_split_rather_than_held_in_one_block() -> None:
     reduction = reduce_all("<p>" + "word " * 40_000 + "</p>")
     assert len(reduction.blocks) > 1
     assert all(len(block.text) <= 80_000 for block in reduction.blocks)
-
-
-# The tokenizer's fast paths must read markup exactly as html5lib's states do.
-
-FRAGMENTS = st.sampled_from(
-    [
-        "<p>",
-        "</p>",
-        "<div class='a b' id=x>",
-        '<a href="/x?a=1&amp;b=2">',
-        "</a>",
-        "<img src=x alt='y'/>",
-        "<br/>",
-        '<input value="a"b=c>',
-        "<p title=x/>",
-        "<a b=>",
-        "<a =b>",
-        "<a 'b'>",
-        "<x\x00y z=\x00>",
-        "<A HREF='u' HREF=v>",
-        "<a / b>",
-        "</div foo=bar>",
-        "</ x>",
-        "<!-- c -- d --!>",
-        "<!---->",
-        "<!-->",
-        "<!x bogus>",
-        "<?php x ?>",
-        "<!DOCTYPE html>",
-        "&amp;",
-        "&notit;",
-        "&#x41;",
-        "&",
-        "<",
-        ">",
-        " ",
-        "\n",
-        "text",
-        "é",
-        '"',
-        "'",
-        "=",
-        "/",
-        "\x00",
-    ]
-)
-
-
-def _tokens(tokenizer: Any) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    text: list[str] = []
-
-    def flush() -> None:
-        if text:
-            out.append(("text", "".join(text)))
-            text.clear()
-
-    queue = tokenizer.tokenQueue
-    more = True
-    while more:
-        more = tokenizer.state()
-        while queue:
-            token = queue.popleft()
-            kind = token["type"]
-            if kind in (CHARACTERS, SPACE_CHARACTERS):
-                text.append(token["data"])
-                continue
-            if kind == PARSE_ERROR:
-                continue
-            flush()
-            if kind == START_TAG:
-                out.append(("start", token["name"], dict(token["data"]), token["selfClosing"]))
-            elif kind == END_TAG:
-                out.append(("end", token["name"]))
-            elif kind == COMMENT:
-                out.append(("comment",))
-            else:
-                out.append((kind, token.get("name")))
-    flush()
-    return out
-
-
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(st.lists(FRAGMENTS, max_size=40))
-def test_the_fast_paths_read_tags_exactly_as_html5lib_does(fragments: list[str]) -> None:
-    markup = "".join(fragments)
-    plain = HTMLTokenizer(markup)
-    plain.tokenQueue = __import__("collections").deque()
-    assert _tokens(StreamingTokenizer(markup)) == _tokens(plain)
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -2,19 +2,19 @@
 
 The fetch hands over the body it read (already bounded) and the header; this module decides what
 the body is (declared, or sniffed when undeclared), decodes it, reduces HTML to readable text
-(all of it, or its main content) and returns everything the result needs. HTML reduction runs in
-slices of a few milliseconds with an ``await`` between them, so a hostile page cannot stall the
-worker's event loop, and stops at a CPU budget with what it has, marked truncated.
+(all of it, or its main content) and returns everything the result needs. Every step of it
+(decoding, stripping invisible characters, reducing HTML) runs in slices of a few milliseconds
+under one CPU budget (cpu_budget.py), so a hostile body cannot stall the worker's event loop, and
+reading stops at the budget with what it has, marked truncated.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import unicodedata
 from dataclasses import dataclass
 
-from jobs.reader.charset import Flavor, decode
+from jobs.reader.charset import Flavor, choose, decode_pieces
 from jobs.reader.content_types import (
     HTML_TYPES,
     PDF,
@@ -25,17 +25,17 @@ from jobs.reader.content_types import (
     parse_content_type,
     sniff,
 )
-from jobs.reader.hidden import strip_invisible
+from jobs.reader.cpu_budget import SLICE_S, CpuBudget
+from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import join_blocks, select_full, select_main
 from jobs.reader.pdf import read_pdf
 from jobs.reader.reduce import Reducer, Reduction
 from worker.errors import UnsupportedContentType
 
-# Work done between two awaits: well under the 20 ms stall the worker tolerates, and long enough
-# that the cost of yielding stays small next to the reduction itself.
-SLICE_S = 0.002
 LINK_BATCH = 100
+# Characters of a text body stripped of invisible characters between two pauses: a few ms at most.
+STRIP_PIECE = 4096
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Document:
     extraction: str  # "main" or "full"
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
+    unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
 
 
 async def build_document(
@@ -64,37 +65,51 @@ async def build_document(
     """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so."""
     essence, charset = _text_type(body, content_type)
     if essence == PDF:
-        return await read_pdf(body, url, max_chars=max_chars)
+        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
+        cut = cut_text(pdf.text, max_chars)
+        return Document(
+            content_type=PDF,
+            title=pdf.title,
+            text=cut,
+            truncated=pdf.stopped_early or len(cut) < len(pdf.text),
+            links=await harvest_links(pdf.hrefs, None, url),
+            hidden_removed=pdf.hidden_removed,
+            extraction="full",  # extract has no effect on a PDF
+            pages=pdf.pages,
+            pages_read=pdf.pages_read,
+        )
+    budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
-    decoded = decode(body, charset, flavor)
+    decoded = await decode_paced(body, charset, flavor, budget)
     if flavor != "html":
-        text, invisible = strip_invisible(decoded.text)
+        text, invisible, complete = await strip_paced(decoded, budget)
         cut = cut_text(text, max_chars)
+        resolver = await _harvest(urls_in_text(text), None, url)
         return Document(
             content_type=essence,
             title="",
             text=cut,
-            truncated=body_truncated or len(cut) < len(text),
-            links=await harvest_links(urls_in_text(text), None, url),
+            truncated=body_truncated or not complete or len(cut) < len(text),
+            links=resolver.links,
             hidden_removed=invisible,
             extraction="full",
+            unresolved_links=resolver.unresolved,
         )
-    await asyncio.sleep(0)
-    reduction = await reduce_html(decoded.text, cpu_budget_s)
-    await asyncio.sleep(0)
+    reduction = await reduce_html(decoded, budget)
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
     await asyncio.sleep(0)
     text = join_blocks(selection.blocks)
     cut = cut_text(text, max_chars)
-    links = await harvest_links(reduction.hrefs, reduction.base_href, url)
+    resolver = await _harvest(reduction.hrefs, reduction.base_href, url)
     return Document(
         content_type=essence,
         title=reduction.title,
         text=cut,
         truncated=body_truncated or not reduction.complete or len(cut) < len(text),
-        links=links,
+        links=resolver.links,
         hidden_removed=reduction.hidden_removed,
         extraction=selection.extraction,
+        unresolved_links=resolver.unresolved,
     )
 
 
@@ -127,32 +142,57 @@ def _flavor(essence: str) -> Flavor:
     return "other"
 
 
-async def reduce_html(html: str, cpu_budget_s: float) -> Reduction:
+async def decode_paced(body: bytes, charset: str | None, flavor: Flavor, budget: CpuBudget) -> str:
+    """The body as text (charset.py's order), 64 KB at a time; decoding always runs to the end,
+    since it is bounded by the byte cap and everything after it needs the text."""
+    choice = choose(body, charset, flavor)
+    await budget.pause()
+    pieces: list[str] = []
+    for piece in decode_pieces(body, choice):
+        pieces.append(piece)
+        await budget.pause()
+    return "".join(pieces)
+
+
+async def strip_paced(text: str, budget: CpuBudget) -> tuple[str, int, bool]:
+    """A text body without invisible characters, how many were removed, and whether it was read
+    to the end (it stops where the CPU budget runs out)."""
+    stripper = InvisibleStripper()
+    pieces: list[str] = []
+    for start in range(0, len(text), STRIP_PIECE):
+        pieces.append(stripper.feed(text[start : start + STRIP_PIECE]))
+        await budget.pause()
+        if budget.exhausted and start + STRIP_PIECE < len(text):
+            return "".join(pieces), stripper.removed, False
+    stripper.finish()
+    return "".join(pieces), stripper.removed, True
+
+
+async def reduce_html(html: str, budget: CpuBudget) -> Reduction:
     """Reduce in slices, yielding to the event loop between them, until done or out of budget."""
     reducer = Reducer(html)
-    await asyncio.sleep(0)
-    spent = 0.0
-    while True:
-        started = time.thread_time()
-        finished = reducer.run(SLICE_S)
-        spent += time.thread_time() - started
-        if finished:
-            break
-        if spent >= cpu_budget_s:
+    await budget.pause()
+    while not reducer.run(SLICE_S):
+        await budget.pause()
+        if budget.exhausted:
             reducer.finish()
             break
-        await asyncio.sleep(0)
+    await budget.pause()
     return reducer.result()
 
 
 async def harvest_links(hrefs: list[str], base_href: str | None, url: str) -> list[str]:
     """Canonical https links, a batch at a time: each costs a canonical parse of tens of µs."""
+    return (await _harvest(hrefs, base_href, url)).links
+
+
+async def _harvest(hrefs: list[str], base_href: str | None, url: str) -> LinkResolver:
     resolver = LinkResolver(base_href, url)
     for start in range(0, len(hrefs), LINK_BATCH):
         if resolver.add(hrefs[start : start + LINK_BATCH]):
             break
         await asyncio.sleep(0)
-    return resolver.links
+    return resolver
 
 
 def cut_text(text: str, max_chars: int) -> str:

@@ -1,10 +1,18 @@
-"""The page's links as the URL menu stores them: absolute, https, canonical, distinct, in page order."""
+"""The page's links as the URL menu stores them: absolute, https, canonical, distinct, in page order.
+
+Links are resolved with yarl, the parser the guardian uses, never with a parser that disagrees
+with it. A link the parser cannot read (``//[ccpa-preferences]/x``, an unbalanced bracket, a port
+of a hundred digits, a host whose characters normalize to ``/`` or ``@``) is dropped and counted in
+``unresolved``, and so is a ``<base href>`` that cannot be read (the page's own URL is the base
+then): a page is never lost because of one of its links.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import urljoin
+
+import yarl
 
 from worker.guardian.urls import canonical_url
 
@@ -26,15 +34,30 @@ def _clean(href: str) -> str:
     return _TAB_OR_NEWLINE.sub("", href.strip(_C0_OR_SPACE))
 
 
+def resolve(base: yarl.URL, href: str) -> yarl.URL | None:
+    """``href`` resolved against ``base``, or None when the URL parser cannot read the result."""
+    try:
+        joined = base.join(yarl.URL(href, encoded=True))
+        # yarl checks some parts (the port, IPv6 brackets) only when the URL is turned into text.
+        str(joined)
+    except (ValueError, TypeError, IndexError, UnicodeError, OverflowError):
+        return None
+    return joined
+
+
 class LinkResolver:
     """Resolves hrefs a batch at a time (so the caller can yield between batches) until full."""
 
     def __init__(self, base_href: str | None, page_url: str) -> None:
-        self._base = page_url
+        self._base = yarl.URL(page_url, encoded=True)
+        self.unresolved = 0  # hrefs, and a <base href>, that the URL parser could not read
         if base_href is not None:
             cleaned = _clean(base_href)
-            if cleaned:
-                self._base = urljoin(page_url, cleaned)
+            base = resolve(self._base, cleaned) if cleaned else self._base
+            if base is None:
+                self.unresolved += 1
+            else:
+                self._base = base
         self.links: list[str] = []
         self._seen: set[str] = set()
 
@@ -50,19 +73,16 @@ class LinkResolver:
             cleaned = _clean(href)
             if not cleaned or cleaned[:11].lower().startswith(_NOT_FETCHABLE):
                 continue
-            canonical = canonical_url(urljoin(self._base, cleaned))
+            joined = resolve(self._base, cleaned)
+            if joined is None:
+                self.unresolved += 1
+                continue
+            canonical = canonical_url(str(joined))
             if canonical is None or canonical in self._seen:
                 continue
             self._seen.add(canonical)
             self.links.append(canonical)
         return self.full
-
-
-def resolve_links(hrefs: Iterable[str], base_href: str | None, page_url: str) -> list[str]:
-    """Each href resolved against ``<base href>`` (itself resolved against the page), canonical."""
-    resolver = LinkResolver(base_href, page_url)
-    resolver.add(hrefs)
-    return resolver.links
 
 
 def urls_in_text(text: str) -> list[str]:

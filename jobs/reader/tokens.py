@@ -9,7 +9,8 @@ reads (a test compares the tokens with html5lib's own on random markup):
   Here names and values are read in runs, entity-heavy values are collected in a list, comment
   text is never kept, and a tag keeps at most a few hundred attributes (plus the ones read here).
 - Stalls: a run of characters stops at the end of the stream's 10 KB chunk, so no single step of
-  the machine handles more than that and the reducer can stop between steps on time.
+  the machine handles more than that and the reducer can stop between steps on time; so does a
+  CDATA section, which the reducer lets the tokenizer open only in svg and math (``cdata_allowed``).
 - Speed: a start or end tag with nothing unusual in it is read by one regular expression instead
   of a dozen state changes; the text of a dropped script or style, and of a comment, is skipped by
   searching for where it ends instead of walking it.
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+from html5lib._inputstream import HTMLUnicodeInputStream
 from html5lib._tokenizer import HTMLTokenizer
 from html5lib.constants import EOF, asciiUpper2Lower, spaceCharacters, tokenTypes
 
@@ -39,6 +42,7 @@ _SINGLE_QUOTED_END = frozenset({"'", "&"})
 _UNQUOTED_END = frozenset(spaceCharacters | {"&", ">"})
 _DATA_END = ("&", "<", "\u0000")
 _MAX_ATTRIBUTES = 256
+_CHUNK: int = HTMLUnicodeInputStream._defaultChunkSize  # no single step reads more than a chunk
 _READ_ATTRIBUTES = frozenset(
     {
         "hidden",
@@ -53,6 +57,9 @@ _READ_ATTRIBUTES = frozenset(
         "color",
         "face",
         "size",
+        "encoding",
+        "multiple",
+        "selected",
     }
 )
 
@@ -163,6 +170,9 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         self._skip_end: re.Pattern[str] | None = None
         self._skip_script = False
         self._skip_then: Any = None
+        # Whether the current node is svg or math: only there is "<![CDATA[" a CDATA section (the
+        # tree builder knows; html5lib's tokenizer asks its parser, which this one does not have).
+        self.cdata_allowed: Callable[[], bool] = _never
 
     # Positions and jumps -----------------------------------------------------------------------
 
@@ -426,8 +436,36 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         return True
 
     def markupDeclarationOpenState(self) -> bool:
+        position = self._position()
+        if self._text.startswith("[CDATA[", position) and self.cdata_allowed():
+            self._jump(position + len("[CDATA["))
+            self.state = self.cdataSectionState
+            return True
         result: bool = super().markupDeclarationOpenState()
         token = self.currentToken
         if token is not None and token["type"] == COMMENT and token["data"] == "":
             token["data"] = _DISCARD
         return result
+
+    def cdataSectionState(self) -> bool:
+        # html5lib reads up to "]]>" with two runs and asserts that a ">" follows the second, which
+        # fails when a run stops at the end of a chunk. Here the end is searched for within the
+        # next chunk only, and the text goes out a chunk at a time, like every other run.
+        position = self._position()
+        limit = min(position + _CHUNK, len(self._text))
+        end = self._text.find("]]>", position, limit + 2)
+        data = _no_nul(self._text[position : limit if end == -1 else end])
+        if data:
+            self.tokenQueue.append({"type": CHARACTERS, "data": data})
+        if end != -1:
+            self._jump(end + len("]]>"))
+            self.state = self.dataState
+        else:
+            self._jump(limit)
+            if limit == len(self._text):
+                self.state = self.dataState
+        return True
+
+
+def _never() -> bool:
+    return False

@@ -1,0 +1,226 @@
+"""Block assembly: the text the reducer meets, gathered into blocks of readable text.
+
+A block is what a reader sees as one unit (a paragraph, a heading, a list item, a table cell),
+with the context it sat in. Whitespace collapses inside a line, a ``<br>`` starts a new line,
+``<pre>`` keeps its whitespace, and invisible characters are stripped as the text arrives, a few
+thousand characters at a time, so no single step costs more than a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.reader.hidden import InvisibleStripper
+from jobs.reader.vocabulary import DROP, LINK, NOT_TEXT, PRE, TITLE
+
+# A page with more blocks than this is not a document a reader reads; it stops there, truncated,
+# which bounds the work after reduction (selection, joining) as the CPU budget bounds the rest.
+MAX_BLOCKS = 5_000
+# One block is flushed at this size, so no single flush (collapsing whitespace) stalls the loop.
+MAX_BLOCK_CHARS = 65_536
+# Raw text is handed to the invisible-character stripper in runs of about this many characters:
+# a run of letters and zero-width joiners costs about a microsecond a pair to judge.
+STRIP_EVERY = 8_192
+MAX_TITLE = 1000
+
+
+@dataclass(slots=True)
+class Block:
+    text: str
+    sep: str  # what separates it from the previous block: "\n", or "\t" between table cells
+    kind: str  # the innermost block element it came from: "p", "h2", "li", "td", "pre", "div"...
+    bits: int  # the context bits when its first text arrived
+    link_chars: int  # characters of it inside <a>
+    parent: int  # id of the innermost block-level element holding it (0: the document)
+
+
+@dataclass(slots=True)
+class Container:
+    """A block-level element: blocks[start:end] are the blocks it holds."""
+
+    start: int
+    end: int
+    name: str
+    depth: int
+    bits: int
+    id: int
+    parent: int  # id of the innermost block-level element around it (0: the document)
+    own_bits: int  # the bits it added itself, not inherited
+
+
+@dataclass(slots=True)
+class Context:
+    """Where text goes now: the innermost open element's bits and block kind, and the id of the
+    innermost block-level element. The open-element stack keeps it current."""
+
+    bits: int = 0
+    kind: str = "body"
+    block_id: int = 0
+
+
+class BlockWriter:
+    def __init__(self, context: Context) -> None:
+        self._at = context
+        self.blocks: list[Block] = []
+        self.containers: list[Container] = []
+        self.hidden = 0  # characters of hidden text and invisible characters dropped
+        self.full = False  # MAX_BLOCKS reached: the reduction stops
+        self._pieces: list[str] = []  # raw text of the current line, not yet stripped
+        self._raw = 0  # characters in _pieces
+        self._line: list[str] = []  # stripped text of the current line
+        self._lines: list[str] = []  # finished lines of the current block
+        self._stripper = InvisibleStripper()
+        self._open = False  # a block has started (text arrived since the last flush)
+        self._unflushed = 0  # raw characters since the last flush
+        self._block_bits = 0
+        self._block_kind = "body"
+        self._block_sep = "\n"
+        self._block_parent = 0
+        self._link_chars = 0
+        self._pending = "\n"
+        self._title: list[str] | None = None
+        self._title_len = 0
+
+    def text(self, data: str) -> None:
+        bits = self._at.bits
+        if bits & NOT_TEXT:
+            if bits & DROP:
+                return
+            if bits & TITLE:
+                self.title_text(data)
+            else:
+                self.hidden += len(" ".join(data.split()))
+                if self._open and (data[0].isspace() or data[-1].isspace()):
+                    # Hidden text that stood between words (a screen-reader-only ": ") still
+                    # separates them: the boxes around it are apart on the screen.
+                    self._pieces.append(" ")
+            return
+        if not self._open:
+            self._open_block(bits)
+        if bits & LINK:
+            self._link_chars += len(" ".join(data.split()))
+        self._add(data)
+
+    def space(self, data: str) -> None:
+        bits = self._at.bits
+        if bits & NOT_TEXT:
+            if bits & TITLE and not bits & DROP:
+                self.title_text(" ")
+            return
+        if bits & PRE:
+            if not self._open:
+                self._open_block(bits)
+            self._add(data)
+        elif self._pieces or self._line:
+            self._pieces.append(" ")
+
+    def line_break(self) -> None:
+        if self._at.bits & NOT_TEXT:
+            return
+        if self._pieces or self._line:
+            self._end_line()
+        elif self._lines:
+            self._lines.append("")
+
+    def boundary(self, sep: str) -> None:
+        """A block-level element starts or ends here (``sep`` "\\n"), or a table cell ("\\t")."""
+        if self._open:
+            self.flush()
+        if sep == "\n" or not self._pending:
+            self._pending = sep
+
+    def start_title(self) -> None:
+        self._title = []
+
+    @property
+    def has_title(self) -> bool:
+        return self._title is not None
+
+    def title_text(self, data: str) -> None:
+        if self._title is not None and self._title_len < 4 * MAX_TITLE:
+            self._title.append(data)
+            self._title_len += len(data)
+
+    def title(self) -> tuple[str, int]:
+        """The title, whitespace collapsed and cut, and the invisible characters removed from it."""
+        stripper = InvisibleStripper()
+        title = stripper.feed("".join(self._title or ()))
+        stripper.finish()
+        return " ".join(title.split())[:MAX_TITLE], stripper.removed
+
+    def record(self, container: Container) -> None:
+        self.containers.append(container)
+
+    def discard_from(self, blocks: int, containers: int) -> None:
+        """Drop what was recorded since there were ``blocks`` blocks and ``containers`` containers
+        (the option of a drop-down that turned out not to be the one it shows)."""
+        del self.blocks[blocks:]
+        del self.containers[containers:]
+
+    def flush(self) -> None:
+        """End the current block: its lines, cleaned and collapsed, become one Block."""
+        self._unflushed = 0
+        if not self._open:
+            return
+        self._open = False
+        if self._pieces or self._line:
+            self._end_line()
+        lines = self._lines
+        self._lines = []
+        if self._block_bits & PRE:
+            text = "\n".join(lines)
+            text = (text[1:] if text.startswith("\n") else text).rstrip()
+        else:
+            # Whitespace collapses within a line; a <br> is a line of its own.
+            text = "\n".join(line for line in (" ".join(part.split()) for part in lines) if line)
+        if not text:
+            if not self._pending:
+                self._pending = self._block_sep
+            return
+        if len(self.blocks) >= MAX_BLOCKS:
+            self.full = True
+            return
+        self.blocks.append(
+            Block(
+                text,
+                self._block_sep or "\n",
+                self._block_kind,
+                self._block_bits,
+                self._link_chars,
+                self._block_parent,
+            )
+        )
+
+    def _open_block(self, bits: int) -> None:
+        at = self._at
+        self._open = True
+        self._block_bits = bits
+        self._block_kind = at.kind
+        self._block_parent = at.block_id
+        self._block_sep = self._pending
+        self._pending = ""
+        self._link_chars = 0
+
+    def _add(self, data: str) -> None:
+        self._pieces.append(data)
+        self._raw += len(data)
+        self._unflushed += len(data)
+        if self._unflushed > MAX_BLOCK_CHARS:
+            self.flush()
+        elif self._raw > STRIP_EVERY:
+            self._strip()
+
+    def _strip(self) -> None:
+        raw = "".join(self._pieces)
+        self._pieces = []
+        self._raw = 0
+        self._line.append(self._stripper.feed(raw))
+
+    def _end_line(self) -> None:
+        if self._pieces:
+            self._strip()
+        self._stripper.finish()
+        self.hidden += self._stripper.removed
+        self._stripper = InvisibleStripper()
+        self._lines.append("".join(self._line))
+        self._line = []
