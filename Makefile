@@ -24,5 +24,6 @@ bench:
 	$(PY) bench/roundtrip.py
 	$(PY) bench/fetch_throughput.py
 	$(PY) bench/loop_lag.py
+	$(PY) bench/hostile_load.py
 	$(PY) bench/extraction.py
 	$(PY) bench/scale.py

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,15 @@ async def test_a_pickled_payload_is_refused_logged_and_never_executed(
     )
     await redis.psetex(job_key_prefix + job_id, 60_000, payload)
     await redis.zadd(settings.queue_name, {job_id: 1})
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.WARNING, logger="research.worker"):
         async with running_worker(settings, TEST_TOOLS), ResearchClient(settings=settings) as client:
             result = await client.wait(job_id, wait_s=10)
     assert not marker.exists()
     assert result["ok"] is False
     assert result["error"]["kind"] == "invalid_request"
     assert "pickle is never loaded" in result["error"]["message"]
-    assert any("deserializ" in r.getMessage() or "not JSON" in r.getMessage() for r in caplog.records)
+    refusals = [r for r in caplog.records if r.getMessage() == "refused a malformed job payload"]
+    assert [r.fields["job_id"] for r in refusals] == [job_id]  # type: ignore[attr-defined]
     assert await redis.zscore(settings.queue_name, job_id) is None
 
 
@@ -121,3 +123,22 @@ def test_serialization_refuses_pickle_bytes() -> None:
     with pytest.raises(ValueError, match=r"not valid UTF-8|unexpected character"):
         loads(pickle.dumps({"a": 1}))
     assert loads(dumps({"a": (1, 2)})) == {"a": [1, 2]}
+
+
+async def test_a_woken_job_scored_a_moment_ahead_of_the_workers_clock_starts_without_waiting_for_a_poll(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    # The enqueuer's clock ran a second ahead (or the job landed between the worker reading its
+    # clock and its claim): the wake-up must still start it, not leave it to a poll 30 s away.
+    job_id = f"{token}-ahead"
+    payload = dumps({"t": None, "f": "echo", "a": [], "k": {"report_id": report, "value": "v"}, "et": 1})
+    async with (
+        running_worker(settings, TEST_TOOLS, poll_delay_s=30.0),
+        ResearchClient(settings=settings) as client,
+    ):
+        await asyncio.sleep(0.2)  # past the worker's first poll
+        await redis.psetex(job_key_prefix + job_id, 60_000, payload)
+        await redis.zadd(settings.queue_name, {job_id: int(time.time() * 1000) + 1000})
+        await redis.rpush(keys.wake(settings.queue_name), job_id)
+        result = await client.wait(job_id, wait_s=5)
+    assert result["ok"] is True, result

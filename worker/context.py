@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from worker.budget import Tool
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
 
     from worker.budget import Budgets
     from worker.config import Settings
+    from worker.cpu_slots import CpuSlots
     from worker.menu import Menu
     from worker.metrics import Metrics
     from worker.results import ResultStore
@@ -28,6 +30,11 @@ class Runtime:
     results: ResultStore
     metrics: Metrics
     menu: Menu
+    cpu_slots: CpuSlots
+    # Job ids whose result this worker wrote (or found written) and whose finish arq has not
+    # recorded yet: at the finish, a job that is not here gets a stand-in result, so no job ends
+    # without one.
+    settled: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -37,11 +44,16 @@ class JobContext:
     job_id: str
     job_try: int
     report_id: str
+    deadline: float  # event-loop time by which the job's result must be ready
     charged: bool = False
 
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    def time_left(self) -> float:
+        """Seconds until the job's deadline (negative once past it)."""
+        return self.deadline - asyncio.get_running_loop().time()
 
     async def charge(self, tool: Tool) -> None:
         """Charge the report once for this job id; a re-run of the same job is not charged again."""

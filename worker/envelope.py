@@ -4,6 +4,11 @@ Every job runs inside it. An expected failure is a ``ResearchError`` turned into
 result object here, in one place; the job never raises to arq for it. Only a bug reaches arq, and
 even then the envelope first writes an ``internal_error`` record, because arq keeps no usable
 exception when results are JSON.
+
+The result is written once: the first write for a job stands (a worker that lost the job's lease
+finds it written and returns it), and a result that cannot be written is replaced by a stand-in
+that says so, so no job ends without one. The job's deadline runs from its start, so time spent
+waiting inside the worker counts against it.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from worker.activity import JobRun
 from worker.context import JobContext, Runtime
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
 from worker.limits import REPORT_ID
 from worker.logs import fields
-from worker.results import About, Result, error_result, ok_result, outcome
+from worker.results import About, Result, error_result, ok_result, outcome, unstored_result
 
 if TYPE_CHECKING:
     from worker.config import Settings
@@ -131,12 +138,17 @@ async def run_tool(
     queue_wait_s = max(0.0, time.time() - ctx["enqueue_time"].timestamp()) if "enqueue_time" in ctx else 0.0
     runtime.metrics.queue_wait.labels(tool.name).observe(queue_wait_s)
     runtime.metrics.in_progress.inc()
+    # The deadline runs from here, the moment the worker started the job: time the job spends
+    # waiting inside the worker (for a host's turn, for a reduce slot) counts against it.
+    deadline = asyncio.get_running_loop().time() + tool.deadline_s(runtime.settings)
     try:
         if job_try > 1:
-            # arq runs a job again when its worker died after writing the result but before arq
-            # recorded the finish: the written result stands, and the work is not done twice.
+            # arq runs a job again when its worker died (or lost its lease) after the result was
+            # written but before arq recorded the finish: the written result stands, and the work
+            # is not done twice.
             previous = await runtime.results.read(job_id)
             if previous is not None:
+                runtime.settled.add(job_id)
                 return previous
         report_id: str | None = None
         about: About | None = None
@@ -145,9 +157,9 @@ async def run_tool(
             about = tool.about(arguments)
             report_id = parse_report_id(arguments.pop("report_id", None))
             check_known(tool, arguments)
-            job = JobContext(runtime, tool.name, job_id, job_try, report_id)
+            job = JobContext(runtime, tool.name, job_id, job_try, report_id, deadline)
             try:
-                async with asyncio.timeout(tool.deadline_s(runtime.settings)):
+                async with asyncio.timeout_at(deadline):
                     produced = await tool.run(job, arguments)
             except TimeoutError:
                 raise Timeout(f"{tool.name} ran out of time") from None
@@ -166,8 +178,7 @@ async def run_tool(
                 queue_wait_s,
             )
             raise
-        await _finish(runtime, tool, result, started, job_try, queue_wait_s)
-        return result
+        return await _finish(runtime, tool, result, started, job_try, queue_wait_s)
     finally:
         runtime.metrics.in_progress.dec()
 
@@ -179,9 +190,19 @@ async def _finish(
     started: float,
     job_try: int,
     queue_wait_s: float,
-) -> None:
+) -> Result:
+    """Write the result and count it; returns the result that stands (another worker's, when its
+    write came first)."""
     duration_s = time.perf_counter() - started
-    await write_result(runtime, result, duration_s * 1000)
+    run = JobRun(runtime.settings.worker_id, job_try, queue_wait_s * 1000)
+    standing, first = await write_result(runtime, result, duration_s * 1000, run)
+    if not first:
+        log.warning(
+            "another worker wrote this job's result first; this run's result is dropped",
+            extra=fields(job_id=result.get("job_id"), tool=tool.name, job_try=job_try),
+        )
+        return standing
+    result = standing
     kind = outcome(result)
     runtime.metrics.jobs.labels(tool.name, kind).inc()
     runtime.metrics.job_duration.labels(tool.name).observe(duration_s)
@@ -197,29 +218,64 @@ async def _finish(
             job_try=job_try,
         ),
     )
+    return result
 
 
-async def write_result(runtime: Runtime, result: Result, duration_ms: float) -> None:
-    """Write the result, riding out a short Redis outage rather than losing finished work."""
+async def write_result(
+    runtime: Runtime, result: Result, duration_ms: float, run: JobRun | None = None
+) -> tuple[Result, bool]:
+    """Write the job's result if it is the first; returns the result that stands, and whether it
+    is this one.
+
+    A result that cannot be serialized, or that Redis refuses (out of memory, too large), is
+    replaced by ``unstored_result``: the job's identity and a kind, so the agent learns the job
+    ended instead of waiting out its deadline. A short Redis outage is ridden out; a longer one
+    raises, leaving the job queued under its lease, to be run again once Redis is back.
+    """
+    job_id = str(result["job_id"])
+    run = run or JobRun(runtime.settings.worker_id)
+    candidate = result
     delay = 0.1
     for attempt in range(RESULT_WRITE_ATTEMPTS):
         try:
-            await runtime.results.write(result, duration_ms)
-            return
-        except (RedisConnectionError, RedisTimeoutError, OSError):
+            standing = await runtime.results.write(candidate, duration_ms, run)
+        except (TypeError, ValueError, ResponseError) as exc:
+            # orjson's encode error is a TypeError; Redis refusing a write is a ResponseError.
+            if candidate is not result and isinstance(exc, (TypeError, ValueError)):
+                raise
+            log.error(
+                "result could not be written; writing a stand-in that says so",
+                extra=fields(job_id=job_id, error=type(exc).__name__, attempt=attempt + 1),
+            )
+            candidate = unstored_result(str(result.get("tool")), _report_id_of(result), job_id)
+            if isinstance(exc, ResponseError):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            continue
+        except (RedisConnectionError, RedisTimeoutError, WatchError, OSError):
             if attempt == RESULT_WRITE_ATTEMPTS - 1:
                 raise
-            log.warning(
-                "result write failed; retrying",
-                extra=fields(job_id=result.get("job_id"), attempt=attempt + 1),
-            )
+            log.warning("result write failed; retrying", extra=fields(job_id=job_id, attempt=attempt + 1))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+            continue
+        runtime.settled.add(job_id)
+        return (candidate, True) if standing is None else (standing, False)
+    raise ResponseError(f"the result of job {job_id} was refused {RESULT_WRITE_ATTEMPTS} times")
+
+
+def _report_id_of(result: Result) -> str | None:
+    report_id = result.get("report_id")
+    return report_id if isinstance(report_id, str) else None
 
 
 def arq_function(tool: ToolJob, settings: Settings) -> Function:
-    async def job(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Result:
+    # ctx is positional-only, so a job whose keyword arguments include "ctx" still reaches the
+    # envelope (and gets invalid_request) instead of failing in the call with no result.
+    async def job(ctx: dict[str, Any], /, *args: Any, **kwargs: Any) -> Result:
         return await run_tool(ctx, tool, args, kwargs)
 
     job.__qualname__ = job.__name__ = tool.name
-    return func(job, name=tool.name, timeout=settings.job_timeout_s, max_tries=MAX_TRIES)
+    # arq's WorkerCoroutine protocol names ctx as a keyword-capable parameter; positional-only is
+    # what arq actually calls (coroutine(ctx, *args, **kwargs)).
+    return func(job, name=tool.name, timeout=settings.job_timeout_s, max_tries=MAX_TRIES)  # type: ignore[arg-type]

@@ -3,12 +3,21 @@ wake-up for the client that waits on them.
 
 A tool returns the fields of its own result (``FetchPage``, ``WebSearch``); ``ok_result`` and
 ``error_result`` put the common head on them. What travels through Redis is the JSON of these.
+
+Every string they put in a result is valid UTF-8 by construction: Python strings can hold lone
+surrogates (a server's undecodable byte kept by ``surrogateescape``, a ``\\udc80`` escape) that no
+UTF-8 can carry, orjson refuses them, and a result that cannot be serialized is a lost result.
+They become U+FFFD here. The first result written for a job is the one that stands: a worker that
+lost the job's lease and finishes late finds it written and writes nothing.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+from redis.exceptions import WatchError
 
 from worker import activity, keys
 from worker.errors import ErrorKind, ResearchError
@@ -23,6 +32,11 @@ if TYPE_CHECKING:
 # reads the result key.
 DONE_TTL_MS = 60_000
 OK = "ok"
+# An error message is a sentence or two for the model; a longer one is a bug, not information.
+MAX_MESSAGE_CHARS = 1000
+SURROGATES = re.compile("[\ud800-\udfff]")
+# A WATCH interrupted by a dropped connection looks like a lost race; a few tries tell them apart.
+WRITE_ROUNDS = 3
 
 
 class Citation(TypedDict):
@@ -88,7 +102,7 @@ Result = dict[str, Any]
 
 
 def ok_result(tool: str, report_id: str, job_id: str, fields: Mapping[str, Any]) -> Result:
-    return {"ok": True, "tool": tool, "report_id": report_id, "job_id": job_id, **fields}
+    return {"ok": True, "tool": tool, "report_id": report_id, "job_id": job_id, **clean(dict(fields))}
 
 
 def error_result(
@@ -99,16 +113,46 @@ def error_result(
         "tool": tool,
         "report_id": report_id,
         "job_id": job_id,
-        "error": {"kind": error.kind.value, "message": error.message},
+        "error": {"kind": error.kind.value, "message": clean_text(error.message[:MAX_MESSAGE_CHARS])},
     }
     if about is not None:
         if "url" in about:
-            result["url"] = about["url"]
+            result["url"] = clean_text(about["url"])
         if "query" in about:
-            result["query"] = about["query"]
+            result["query"] = clean_text(about["query"])
     if error.status is not None or error.kind is ErrorKind.HTTP_STATUS:
         result["status"] = error.status
     return dict(result)
+
+
+def unstored_result(tool: str, report_id: str | None, job_id: str) -> Result:
+    """What stands in for a result that could not be written: the job's identity and a kind."""
+    return {
+        "ok": False,
+        "tool": tool,
+        "report_id": report_id,
+        "job_id": job_id,
+        "error": {
+            "kind": ErrorKind.INTERNAL_ERROR.value,
+            "message": "the worker finished this job but could not store its result",
+        },
+    }
+
+
+def clean_text(value: str) -> str:
+    """The string with every surrogate code point replaced by U+FFFD: encodable as UTF-8."""
+    return SURROGATES.sub("\ufffd", value) if SURROGATES.search(value) else value
+
+
+def clean(value: Any) -> Any:
+    """Strings anywhere in a result's fields (dict keys, lists, nested objects) made valid UTF-8."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(item) for item in value]
+    return value
 
 
 def outcome(result: Mapping[str, Any]) -> str:
@@ -125,17 +169,44 @@ class ResultStore:
         self._ttl_ms = ttl_s * 1000
         self._queue_name = queue_name
 
-    async def write(self, result: Result, duration_ms: float) -> None:
-        """Result, wake-up and dashboard line in one transaction: none is seen without the others."""
+    async def write(
+        self, result: Result, duration_ms: float, run: activity.JobRun | None = None
+    ) -> Result | None:
+        """Write the job's result unless one is written already; None when this write stands, else
+        the result that was there first.
+
+        Result, wake-up and dashboard line go in one transaction under WATCH of the result key, so
+        they are written together, and only by the first writer: a second writer's transaction
+        fails when the key changed since its read, and it writes nothing. Serialization errors
+        raise before anything is sent.
+        """
         job_id = str(result["job_id"])
+        key = keys.result(job_id)
         payload = dumps(result)
-        async with self._redis.pipeline(transaction=True) as tx:
-            tx.set(keys.result(job_id), payload, px=self._ttl_ms)
-            tx.delete(keys.done(job_id))
-            tx.rpush(keys.done(job_id), payload)
-            tx.pexpire(keys.done(job_id), min(self._ttl_ms, DONE_TTL_MS))
-            activity.record(tx, self._queue_name, result, outcome(result), duration_ms)
-            await tx.execute()
+        for _ in range(WRITE_ROUNDS):
+            async with self._redis.pipeline(transaction=True) as tx:
+                try:
+                    await tx.watch(key)
+                    standing = await tx.get(key)
+                    if standing is None:
+                        tx.multi()  # type: ignore[no-untyped-call]
+                        tx.set(key, payload, px=self._ttl_ms)
+                        tx.delete(keys.done(job_id))
+                        tx.rpush(keys.done(job_id), payload)
+                        tx.pexpire(keys.done(job_id), min(self._ttl_ms, DONE_TTL_MS))
+                        activity.record(tx, self._queue_name, result, outcome(result), duration_ms, run)
+                        await tx.execute()
+                        return None
+                except WatchError:
+                    # Another writer was first, or the connection dropped while watching: the key
+                    # tells which.
+                    standing = await self._redis.get(key)
+                    if standing is None:
+                        continue
+            return decode(standing) or unstored_result(
+                str(result.get("tool")), result.get("report_id"), job_id
+            )
+        raise WatchError(f"the result of job {job_id} could not be written after {WRITE_ROUNDS} rounds")
 
     async def read(self, job_id: str) -> Result | None:
         return decode(await self._redis.get(keys.result(job_id)))
@@ -148,5 +219,8 @@ class ResultStore:
 def decode(raw: bytes | None) -> Result | None:
     if raw is None:
         return None
-    value = loads(raw)
+    try:
+        value = loads(raw)
+    except ValueError:
+        return None
     return value if isinstance(value, dict) else None

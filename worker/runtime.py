@@ -1,9 +1,16 @@
 """The arq worker: orjson jobs, a wake-up instead of a poll, per-replica health, resilient to Redis restarts.
 
-``ResearchWorker`` keeps arq's job handling (claiming, retries, timeouts, signals) and replaces only
-the wait between polls: an idle worker blocks on the queue's wake list, so a job enqueued through
-``Enqueuer`` starts within a millisecond, while an idle worker sends Redis about two commands a
-second. arq's fixed poll remains the fallback for jobs enqueued by plain arq clients.
+``ResearchWorker`` keeps arq's job handling (retries, timeouts, signals) and changes four things:
+
+- the wait between polls: an idle worker blocks on the queue's wake list, so a job enqueued through
+  ``Enqueuer`` starts within a millisecond, while an idle worker sends Redis about two commands a
+  second. arq's fixed poll remains the fallback for jobs enqueued by plain arq clients;
+- claims are leases (``worker.claims``): renewed every few seconds while the job runs, so a dead
+  worker's jobs run again elsewhere seconds later, and finished only by the worker that holds them;
+- a payload is checked before arq reads it (``worker.payload``): a malformed job gets an
+  ``invalid_request`` result and leaves the queue, and never stops a worker;
+- every job ends with a result: arq's own failures (retries used up, a payload that expired, its
+  timeout) get one too, and nothing a job does can end the worker's poll loop.
 """
 
 from __future__ import annotations
@@ -19,21 +26,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
+from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
+from arq.jobs import serialize_result
 from arq.worker import Function, Worker
 from redis.exceptions import RedisError
 
-from worker import keys, metrics_server
+from worker import health, keys, metrics_server
 from worker.budget import Budgets
+from worker.claims import LEASE_MS, JobLeases
 from worker.config import ConfigError, Settings
 from worker.context import Runtime
+from worker.cpu_slots import CpuSlots
 from worker.envelope import MAX_TRIES, ToolJob, arq_function, parse_report_id, write_result
-from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError
+from worker.errors import ErrorKind, InternalError, MissingReportId, ResearchError
 from worker.logs import fields
 from worker.menu import Menu
-from worker.metrics import Metrics
-from worker.queue import Claimer, blocking_pop
+from worker.metrics import UNKNOWN_TOOL, Metrics
+from worker.payload import MalformedJob, read_payload
+from worker.queue import Claimed, Claimer, blocking_pop
 from worker.redis_conn import connect
-from worker.results import ResultStore, error_result
+from worker.results import Result, ResultStore, error_result, outcome
 from worker.serialization import dumps, loads
 
 log = logging.getLogger("research.worker")
@@ -44,6 +56,8 @@ SLOT_FREED = object()
 HEALTH_INTERVAL_S = 5.0
 HEALTH_TTL_S = 3 * HEALTH_INTERVAL_S
 MAX_REDIS_BACKOFF_S = 5.0
+# Wake tokens one wake-up may take (worker.queue.CLAIM_WOKEN_SCRIPT).
+WAKE_BATCH = 32
 
 
 class ResearchWorker(Worker):
@@ -56,14 +70,17 @@ class ResearchWorker(Worker):
         handle_signals: bool = True,
         poll_delay_s: float = FALLBACK_POLL_S,
         extra_functions: Sequence[Function] = (),
+        lease_ms: int = LEASE_MS,
     ) -> None:
         self.settings = settings
+        self._lease_ms = lease_ms
         self._tools = tuple(tools)
         functions = [arq_function(tool, settings) for tool in self._tools] + list(extra_functions)
         self.runtime: Runtime | None = None
         self._slot_free = asyncio.Event()
         self._backlog = False
         self._claimer: Claimer
+        self._leases: JobLeases
         self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
         super().__init__(
@@ -115,19 +132,40 @@ class ResearchWorker(Worker):
     async def _on_shutdown(self, ctx: dict[str, Any]) -> None:
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
+        await health.withdraw(self.pool, self.queue_name)  # arq has just deleted this replica's key
+        log.info(
+            "worker stopped",
+            extra=fields(
+                worker_id=self.settings.worker_id,
+                jobs_complete=self.jobs_complete,
+                jobs_failed=self.jobs_failed,
+                jobs_retried=self.jobs_retried,
+            ),
+        )
         if self.runtime is None:
             return
         for tool in self._tools:
             await tool.stop()
 
     async def main(self) -> None:
-        """arq's loop with two changes: wait on the wake list, and survive Redis going away."""
+        """arq's loop with three changes: wait on the wake list, claim with leases that a task of
+        their own renews, and survive Redis going away."""
         if self._pool is None:
             self._pool = await connect(self.settings)
-        self._claimer = Claimer(self.pool, self.queue_name, self.in_progress_timeout_s)
+        self._leases = JobLeases(self.pool, self.queue_name, self.settings.worker_id, self._lease_ms)
+        self._claimer = Claimer(self.pool, self.queue_name, self._lease_ms, self._leases.value)
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
+        renewer = asyncio.create_task(self._renew_leases())
+        try:
+            await self._loop()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         poll_every = min(self.poll_delay_s, BURST_POLL_S) if self.burst else self.poll_delay_s
         poll_due = 0.0
@@ -186,7 +224,30 @@ class ResearchWorker(Worker):
             # Shutting down: hand the token back so an idle replica starts the job at once.
             await self.pool.lpush(keys.wake(self.queue_name), job_id)  # type: ignore[misc]
             return
-        await self.start_jobs([job_id])
+        free = self.max_jobs - self.job_counter
+        if free <= 0:
+            await self.pool.lpush(keys.wake(self.queue_name), job_id)  # type: ignore[misc]
+            return
+        for claimed in await self._claimer.claim_woken(job_id, min(free, WAKE_BATCH) - 1):
+            await self._start_claimed(claimed)
+
+    async def _renew_leases(self) -> None:
+        """The beat that keeps this worker's claims: it runs between the reducer's slices too."""
+        while True:
+            await asyncio.sleep(self._leases.renew_every_s)
+            try:
+                lost = await self._leases.renew()
+            except (RedisError, OSError) as exc:
+                log.warning("lease renewal failed; retrying", extra=fields(error=type(exc).__name__))
+                continue
+            for job_id in lost:
+                # Paused past the lease (SIGSTOP, a stalled host): another worker has the job now,
+                # or has finished it. This run could only produce a second result, which would be
+                # dropped anyway, so it stops here.
+                log.warning("lost the lease of a running job; this run stops", extra=fields(job_id=job_id))
+                task = self.job_tasks.get(job_id)
+                if task is not None:
+                    task.cancel()
 
     async def _poll_iteration(self) -> None:
         """arq's poll, with every due job claimed in one script instead of one transaction each."""
@@ -198,12 +259,15 @@ class ResearchWorker(Worker):
                 self._slot_free.clear()
                 claimed = await self._claimer.claim_due(wanted)
                 self._backlog = len(claimed) == wanted
-                for job_id, score in claimed:
-                    await self._run_claimed(job_id, score)
+                for item in claimed:
+                    await self._start_claimed(item)
         for job_id, task in list(self.tasks.items()):
             if task.done():
                 del self.tasks[job_id]
-                task.result()  # a bug in run_job surfaces here, as in arq
+                # arq re-raises a failed run_job here and the worker exits with every job in
+                # flight; run_job is guarded below, so this only logs what slipped through.
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    log.error("a job's run ended in an error", extra=fields(job_id=job_id), exc_info=exc)
         await self.heart_beat()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
@@ -211,10 +275,33 @@ class ResearchWorker(Worker):
         for job_id_b in job_ids:
             if self.job_counter >= self.max_jobs:
                 return
-            job_id = job_id_b.decode()
-            score = await self._claimer.claim(job_id)
-            if score is not None:
-                await self._run_claimed(job_id, score)
+            try:
+                job_id = job_id_b.decode()
+            except UnicodeDecodeError:
+                continue  # a token no enqueue of ours pushed: the poll deals with whatever it names
+            claimed = await self._claimer.claim(job_id)
+            if claimed is not None:
+                await self._start_claimed(claimed)
+
+    async def _start_claimed(self, claimed: Claimed | bytes) -> None:
+        """Run a job this worker has just claimed, after checking its payload."""
+        if isinstance(claimed, bytes):
+            await self._drop_unreadable_id(claimed)
+            return
+        job_id = claimed.job_id
+        self._leases.hold(job_id)
+        running = self.tasks.get(job_id)
+        if running is not None and not running.done():
+            # Its lease lapsed while this worker was stalled, nobody took it, and this worker's
+            # own poll claimed it again: the run in progress goes on under the new lease.
+            return
+        if claimed.payload is not None:  # a missing payload is arq's "job expired", handled there
+            try:
+                read_payload(claimed.payload, self.functions)
+            except MalformedJob as malformed:
+                await self._refuse_malformed(job_id, malformed)
+                return
+        await self._run_claimed(job_id, claimed.score)
 
     async def _run_claimed(self, job_id: str, score: int) -> None:
         await self.sem.acquire()
@@ -249,36 +336,152 @@ class ResearchWorker(Worker):
             "max_jobs": self.max_jobs,
             "queued": queued,
         }
-        await self.pool.set(self.health_check_key, dumps(info), px=int(HEALTH_TTL_S * 1000))
+        await health.publish(self.pool, self.queue_name, self.health_check_key, info, HEALTH_TTL_S)
+
+    async def run_job(self, job_id: str, score: int) -> None:
+        """arq's run_job, guarded: whatever escapes it ends this job with a result, not the worker."""
+        try:
+            await super().run_job(job_id, score)
+        except Exception:
+            log.exception(
+                "arq could not run this job; it ends with an internal_error", extra=fields(job_id=job_id)
+            )
+            with contextlib.suppress(RedisError, OSError):
+                await self._settle(job_id, None, InternalError("the worker could not run this job"))
+                await self._leases.finish(
+                    job_id, finish=True, arq_result=None, result_ttl_ms=self._result_ttl_ms
+                )
+
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
+        """arq's finish, by the lease holder only; a finished job without a result gets one first."""
+        if finish and self.runtime is not None and job_id not in self.runtime.settled:
+            # arq ended the job without the envelope writing a result: its own timeout fired, or
+            # the job failed before the envelope ran.
+            await self._settle(
+                job_id, result_data, InternalError("the job ended without a result: its time ran out")
+            )
+        if self.runtime is not None:
+            self.runtime.settled.discard(job_id)
+        if not await self._leases.finish(
+            job_id,
+            finish=finish,
+            arq_result=result_data if finish else None,
+            result_ttl_ms=self._result_ttl_ms,
+            incr_score=incr_score,
+        ):
+            log.info(
+                "this worker no longer holds the job; its holder finishes it", extra=fields(job_id=job_id)
+            )
 
     async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
-        """arq's own failures (unreadable payload, unknown job, retries used up) still get a result."""
-        await super().finish_failed_job(job_id, result_data)
-        if self.runtime is None or await self.runtime.results.read(job_id) is not None:
-            return
-        record: dict[str, Any] = {}
-        with contextlib.suppress(Exception):
-            record = loads(result_data) if result_data else {}
-        function = str(record.get("f") or "unknown")
+        """arq's own failures (retries used up, a payload that expired) still get a result; the
+        result is written before the job leaves the queue, so a crash between leaves it queued."""
+        record = _record(result_data)
         reason = str(record.get("r") or "")
-        kwargs = record.get("k") if isinstance(record.get("k"), dict) else {}
+        error: ResearchError
+        if "retries exceeded" in reason:
+            error = InternalError(
+                f"the job was started {MAX_TRIES} times and never finished (its worker stopped or "
+                "lost the job each time); it is not run again"
+            )
+        elif "expired" in reason:
+            error = InternalError("the job's payload expired before a worker took it")
+        else:
+            error = InternalError("the job could not be completed")
+        if self.runtime is not None:
+            await self._settle(job_id, result_data, error)
+            self.runtime.settled.discard(job_id)
+        await self._leases.finish(
+            job_id, finish=True, arq_result=result_data, result_ttl_ms=self._result_ttl_ms
+        )
+
+    async def _refuse_malformed(self, job_id: str, malformed: MalformedJob) -> None:
+        """A payload arq must not read: an invalid_request result, out of the queue, logged once.
+
+        The job never reached a tool, so its result and its count say ``tool: "unknown"``, even
+        when the payload named one of ours.
+        """
+        tool = UNKNOWN_TOOL
+        log.warning(
+            "refused a malformed job payload",
+            extra=fields(job_id=job_id, function=(malformed.function or "")[:60], reason=malformed.message),
+        )
+        result = error_result(tool, malformed.report_id, job_id, malformed)
+        await self._write(result)
+        # arq's own record too, so a plain arq client waiting on the job learns it failed.
+        now_ms = int(time.time() * 1000)
+        record = serialize_result(
+            function=tool,
+            args=(),
+            kwargs={},
+            job_try=1,
+            enqueue_time_ms=now_ms,
+            success=False,
+            result=malformed.message,
+            start_ms=now_ms,
+            finished_ms=now_ms,
+            ref=job_id,
+            queue_name=self.queue_name,
+            job_id=job_id,
+            serializer=dumps,
+        )
+        await self._leases.finish(job_id, finish=True, arq_result=record, result_ttl_ms=self._result_ttl_ms)
+
+    async def _drop_unreadable_id(self, raw_id: bytes) -> None:
+        """A queue member that is not UTF-8 names no result key: it is only removed and counted."""
+        log.warning("removed a queued job whose id is not UTF-8", extra=fields(job_id=repr(raw_id[:80])))
+        async with self.pool.pipeline(transaction=True) as tx:
+            tx.zrem(self.queue_name, raw_id)
+            tx.delete(*(prefix.encode() + raw_id for prefix in ARQ_JOB_PREFIXES))
+            await tx.execute()
+        if self.runtime is not None:
+            self.runtime.metrics.jobs.labels(UNKNOWN_TOOL, ErrorKind.INVALID_REQUEST.value).inc()
+
+    async def _settle(self, job_id: str, record_data: bytes | None, error: ResearchError) -> None:
+        """Write an error result for a job that has none (a first-wins write: one that has stays)."""
+        record = _record(record_data)
+        function = record.get("f")
+        tool = function if isinstance(function, str) and function in self.functions else UNKNOWN_TOOL
+        kwargs = record.get("k")
         report_id: str | None = None
         with contextlib.suppress(MissingReportId):
-            report_id = parse_report_id((kwargs or {}).get("report_id"))
-        error: ResearchError
-        if "deserialize" in reason.lower():
-            error = InvalidRequest(
-                "the job payload is not JSON; payloads are read with orjson only (pickle is never loaded)"
-            )
-            log.error("refused a job payload that is not JSON", extra=fields(job_id=job_id))
-        elif "not found" in reason:
-            error = InvalidRequest(
-                f"this worker has no job named {function[:60]!r}; it runs {', '.join(sorted(self.functions))}"
-            )
-        else:
-            error = InternalError(f"the job could not be completed ({reason[:120] or 'failed in arq'})")
-        tool = function if function in self.functions else "unknown"
-        await write_result(self.runtime, error_result(tool, report_id, job_id, error), 0.0)
+            report_id = parse_report_id(kwargs.get("report_id") if isinstance(kwargs, dict) else None)
+        await self._write(error_result(tool, report_id, job_id, error))
+
+    async def _write(self, result: Result) -> None:
+        if self.runtime is None:
+            return
+        standing, first = await write_result(self.runtime, result, 0.0)
+        self.runtime.settled.discard(str(result["job_id"]))
+        if first:
+            self.runtime.metrics.jobs.labels(str(standing.get("tool")), outcome(standing)).inc()
+
+    @property
+    def _result_ttl_ms(self) -> int:
+        return int(self.keep_result_s * 1000)
+
+
+ARQ_JOB_PREFIXES = (in_progress_key_prefix, job_key_prefix, retry_key_prefix)
+
+
+def _record(data: bytes | None) -> dict[str, Any]:
+    """arq's failure record, read as far as it can be (for the job's tool and report id)."""
+    if not data:
+        return {}
+    try:
+        record = loads(data)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 async def build_runtime(settings: Settings, redis: Any) -> Runtime:
@@ -289,4 +492,5 @@ async def build_runtime(settings: Settings, redis: Any) -> Runtime:
         results=ResultStore(redis, ttl_s=settings.result_ttl_s, queue_name=settings.queue_name),
         metrics=Metrics(),
         menu=Menu(redis, settings),
+        cpu_slots=CpuSlots(settings.reduce_slots),
     )

@@ -68,9 +68,12 @@ def read_log(process: subprocess.Popen[bytes]) -> str:
     return log.read().decode(errors="replace")
 
 
-def wait_healthy(settings: Settings, count: int, timeout_s: float = 30.0) -> None:
-    """Wait until ``count`` replicas have written their health keys."""
-    client = syncredis.Redis.from_url(settings.redis_url or "")
+def wait_healthy(
+    settings: Settings, count: int, timeout_s: float = 30.0, *, redis_url: str | None = None
+) -> None:
+    """Wait until ``count`` replicas have written their health keys (read at ``redis_url`` when the
+    settings name Redis through Sentinel, which a plain client cannot follow)."""
+    client = syncredis.Redis.from_url(redis_url or settings.redis_url or "")
     try:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -1,0 +1,164 @@
+"""Claims are leases: renewed while the job runs, lapsing within seconds when the worker is gone, and
+finished only by the worker that holds them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis.asyncio as aioredis
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
+
+from tests.support.tools import TEST_TOOLS
+from tests.support.workers import running_worker
+from worker import keys
+from worker.claims import JobLeases, parse_lease
+from worker.client import ResearchClient
+from worker.config import Settings
+
+SHORT_LEASE_MS = 600
+
+
+async def wait_charged(redis: aioredis.Redis, report: str) -> None:
+    """The slow tool charges first, then sleeps: a charge means its body is running."""
+    deadline = time.monotonic() + 10
+    while not await redis.hget(keys.budget(report), "fetch"):
+        assert time.monotonic() < deadline, "the job never started"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_running_jobs_lease_is_renewed_past_its_length_and_names_its_worker(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    async with (
+        running_worker(settings, TEST_TOOLS, lease_ms=SHORT_LEASE_MS),
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client,
+    ):
+        job_id = await client.enqueue("slow", {"report_id": report, "seconds": 2.0})
+        await wait_charged(redis, report)
+        await asyncio.sleep(3 * SHORT_LEASE_MS / 1000)
+        lease = parse_lease(await redis.get(in_progress_key_prefix + job_id))
+        ttl_ms = await redis.pttl(in_progress_key_prefix + job_id)
+        result = await client.wait(job_id)
+    assert lease is not None and lease.worker_id == settings.worker_id
+    assert 0 < ttl_ms <= SHORT_LEASE_MS
+    assert result["ok"] is True
+    assert await redis.get(retry_key_prefix + job_id) is None  # finished on its first try
+
+
+async def test_a_dead_workers_job_runs_again_once_its_lease_lapses_not_after_the_job_timeout(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client:
+        job_id = await client.enqueue("echo", {"report_id": report, "value": "again"})
+        # A worker claimed it, started it (arq counted the try) and died: its lease runs out alone.
+        await redis.set(in_progress_key_prefix + job_id, f"dead-{token}/0@1", px=SHORT_LEASE_MS)
+        await redis.set(retry_key_prefix + job_id, 1)
+        started = time.monotonic()
+        async with running_worker(settings, TEST_TOOLS, lease_ms=SHORT_LEASE_MS, poll_delay_s=0.1):
+            result = await client.wait(job_id)
+        took = time.monotonic() - started
+    assert result["ok"] is True and result["job_try"] == 2
+    assert SHORT_LEASE_MS / 1000 * 0.5 < took < settings.job_timeout_s / 4
+
+
+async def test_a_worker_that_lost_its_lease_stops_its_run_and_leaves_the_job_to_the_holder(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    async with (
+        running_worker(settings, TEST_TOOLS, lease_ms=SHORT_LEASE_MS, poll_delay_s=0.1) as worker,
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client,
+    ):
+        job_id = await client.enqueue("slow", {"report_id": report, "seconds": 2.0})
+        await wait_charged(redis, report)
+        # Another worker took the job while this one was stalled (as after a SIGSTOP).
+        other = f"other-{token}/1@{int(time.time() * 1000)}"
+        await redis.set(in_progress_key_prefix + job_id, other, px=60_000)
+        deadline = time.monotonic() + 5
+        while job_id in worker.job_tasks:
+            assert time.monotonic() < deadline, "the run went on without its lease"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # arq's finish has run by now, if it was going to
+        assert await redis.get(keys.result(job_id)) is None
+        assert await redis.get(in_progress_key_prefix + job_id) == other.encode()
+        assert await redis.zscore(settings.queue_name, job_id) is not None
+        assert await redis.exists(job_key_prefix + job_id)
+        # The other worker "dies" too: its lease goes, and this worker runs the job to its end.
+        await redis.delete(in_progress_key_prefix + job_id)
+        result = await client.wait(job_id)
+    assert result["ok"] is True
+    assert await redis.hget(keys.budget(report), "fetch") == b"1"
+
+
+async def test_a_finish_by_a_worker_that_no_longer_holds_the_job_changes_nothing(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    job_id = f"{token}-held-elsewhere"
+    holder = f"other-{token}/2@5"
+    await redis.set(in_progress_key_prefix + job_id, holder)
+    await redis.set(job_key_prefix + job_id, b"payload")
+    await redis.zadd(settings.queue_name, {job_id: 1})
+    for finish in (True, False):
+        done = await leases.finish(
+            job_id, finish=finish, arq_result=b"late", result_ttl_ms=60_000, incr_score=5
+        )
+        assert done is False
+    assert await redis.get(in_progress_key_prefix + job_id) == holder.encode()
+    assert await redis.get(job_key_prefix + job_id) == b"payload"
+    assert await redis.zscore(settings.queue_name, job_id) == 1
+    assert not await redis.exists(result_key_prefix + job_id)
+
+
+async def test_a_late_finish_of_a_job_finished_elsewhere_does_not_put_it_back_in_the_queue(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    job_id = f"{token}-finished-elsewhere"
+    await redis.set(result_key_prefix + job_id, b"the holder's record")
+    done = await leases.finish(job_id, finish=False, arq_result=None, result_ttl_ms=60_000, incr_score=5)
+    assert done is False
+    assert await redis.zscore(settings.queue_name, job_id) is None
+    done = await leases.finish(job_id, finish=True, arq_result=b"late", result_ttl_ms=60_000)
+    assert done is False
+    assert await redis.get(result_key_prefix + job_id) == b"the holder's record"
+
+
+async def test_the_holders_finish_does_arqs_bookkeeping(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    job_id = f"{token}-mine"
+    await redis.set(in_progress_key_prefix + job_id, leases.value(1))
+    await redis.set(job_key_prefix + job_id, b"payload")
+    await redis.set(retry_key_prefix + job_id, 1)
+    await redis.zadd(settings.queue_name, {job_id: 1})
+    assert await leases.finish(job_id, finish=True, arq_result=b"record", result_ttl_ms=60_000)
+    for prefix in (in_progress_key_prefix, job_key_prefix, retry_key_prefix):
+        assert not await redis.exists(prefix + job_id)
+    assert await redis.zscore(settings.queue_name, job_id) is None
+    assert await redis.get(result_key_prefix + job_id) == b"record"
+    assert 0 < await redis.pttl(result_key_prefix + job_id) <= 60_000
+
+
+async def test_renewal_reports_a_lease_another_worker_took_and_takes_back_one_nobody_took(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000)
+    taken, lapsed, done = (f"{token}-taken", f"{token}-lapsed", f"{token}-done")
+    for job_id in (taken, lapsed, done):
+        leases.hold(job_id)
+    await redis.set(in_progress_key_prefix + taken, f"other-{token}/3@1")
+    await redis.set(keys.result(done), b"{}")  # finished by another worker, key gone with it
+    lost = await leases.renew()
+    assert lost == {taken, done}
+    assert leases.held == {lapsed}
+    assert parse_lease(await redis.get(in_progress_key_prefix + lapsed)) is not None
+    assert 0 < await redis.pttl(in_progress_key_prefix + lapsed) <= 5_000
+
+
+def test_a_lease_value_reads_back_as_its_worker_and_claim_time() -> None:
+    lease = parse_lease(b"host-1-42/abcdef012345@1733130000123")
+    assert lease is not None
+    assert (lease.worker_id, lease.claimed_ms) == ("host-1-42", 1733130000123)
+    assert parse_lease(b"1") is None  # arq's own marker, from a plain arq worker

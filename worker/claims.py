@@ -1,0 +1,184 @@
+"""A running job's claim is a short lease that its worker renews while the job runs.
+
+arq marks a claimed job with an in-progress key that lives for the job timeout plus 10 s, so a job
+whose worker died stays invisible for that long. Here the key lives ``LEASE_MS`` and one task per
+worker renews the leases of every job it runs; a dead worker's jobs become claimable once their
+lease lapses, a few seconds later. The key's value names the holder (``{worker_id}/{nonce}@{ms}``:
+the worker process and when it claimed the job), so renewing and finishing act only on a lease
+the worker still holds: a worker that was paused past its lease (SIGSTOP, a stalled host) finds
+another worker's name there, stops its copy of the job, and leaves arq's bookkeeping (the queue,
+the job and retry keys, arq's result) to the worker that has it now.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from arq.constants import (
+    abort_jobs_ss,
+    in_progress_key_prefix,
+    job_key_prefix,
+    result_key_prefix,
+    retry_key_prefix,
+)
+
+from worker import keys
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+LEASE_MS = 10_000
+# A beat every 3 s renews each lease three times before it lapses: one late beat (a long garbage
+# collection, a slow Redis) costs nothing.
+RENEW_SHARE = 0.3
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What an in-progress key says: which worker holds the job, and since when (ms)."""
+
+    worker_id: str
+    claimed_ms: int
+
+
+def holder_token(worker_id: str) -> str:
+    """This worker process's name in its leases: its id, made unique per process start."""
+    return f"{worker_id}/{uuid.uuid4().hex[:12]}"
+
+
+def parse_lease(value: bytes | str | None) -> Lease | None:
+    """Read an in-progress key's value; None for arq's own '1' or anything else unreadable."""
+    if value is None:
+        return None
+    text = value.decode(errors="replace") if isinstance(value, bytes) else value
+    holder, at, claimed = text.rpartition("@")
+    if not at or not claimed.isdigit():
+        return None
+    return Lease(worker_id=holder.rpartition("/")[0] or holder, claimed_ms=int(claimed))
+
+
+# KEYS: pairs of (in-progress key, the job's result key). ARGV: lease ms, holder token, now ms.
+# Returns one flag per pair: 1 while this worker holds the lease, 0 when it has lost it.
+# Atomic, so a lease is never renewed after another worker's claim landed between a read and an
+# extend. A lapsed lease that nobody took (and whose job has no result yet) is taken back: the
+# worker is still running the job, and the key may also have vanished with a Redis restart.
+RENEW_SCRIPT = """
+local held = {}
+local prefix = ARGV[2] .. '@'
+for i = 1, #KEYS, 2 do
+  local owner = redis.call('GET', KEYS[i])
+  if owner and string.sub(owner, 1, #prefix) == prefix then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    held[#held + 1] = 1
+  elseif not owner and redis.call('EXISTS', KEYS[i + 1]) == 0 then
+    redis.call('SET', KEYS[i], prefix .. ARGV[3], 'PX', ARGV[1])
+    held[#held + 1] = 1
+  else
+    held[#held + 1] = 0
+  end
+end
+return held
+"""
+
+# arq's finish (finish_job and finish_failed_job), done only by the lease holder. KEYS: in-progress,
+# job, retry, arq result, queue, arq's abort set. ARGV: holder token, job id, finish (1) or hand
+# back to the queue (0), arq's result record ('' for none), its TTL ms, a score increment ('' for
+# none). Returns 1 when done, 0 when the job is another worker's now (its key names another
+# holder) or finished already (no key, and no longer queued): a resumed worker neither removes
+# the new holder's claim nor puts a finished job back in the queue with ZINCRBY.
+FINISH_SCRIPT = """
+local owner = redis.call('GET', KEYS[1])
+if owner then
+  local prefix = ARGV[1] .. '@'
+  if string.sub(owner, 1, #prefix) ~= prefix then
+    return 0
+  end
+elseif not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+if ARGV[3] == '1' then
+  if ARGV[4] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
+  end
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('ZREM', KEYS[6], ARGV[2])
+  redis.call('ZREM', KEYS[5], ARGV[2])
+elseif ARGV[6] ~= '' then
+  redis.call('ZINCRBY', KEYS[5], ARGV[6], ARGV[2])
+end
+return 1
+"""
+
+
+class JobLeases:
+    """The job leases one worker holds, renewed in one round trip per beat whatever their number."""
+
+    def __init__(self, redis: Redis, queue_name: str, worker_id: str, lease_ms: int = LEASE_MS) -> None:
+        self.token = holder_token(worker_id)
+        self.lease_ms = lease_ms
+        self.renew_every_s = lease_ms / 1000 * RENEW_SHARE
+        self._queue_name = queue_name
+        self._held: set[str] = set()
+        self._renew = redis.register_script(RENEW_SCRIPT)
+        self._finish = redis.register_script(FINISH_SCRIPT)
+
+    def value(self, now_ms: int) -> str:
+        """The in-progress key's value for a claim made now."""
+        return f"{self.token}@{now_ms}"
+
+    def hold(self, job_id: str) -> None:
+        self._held.add(job_id)
+
+    def release(self, job_id: str) -> None:
+        self._held.discard(job_id)
+
+    @property
+    def held(self) -> frozenset[str]:
+        return frozenset(self._held)
+
+    async def renew(self) -> set[str]:
+        """Extend every lease this worker holds; returns the job ids whose lease it has lost."""
+        job_ids = sorted(self._held)
+        if not job_ids:
+            return set()
+        pairs = [key for job_id in job_ids for key in (in_progress_key_prefix + job_id, keys.result(job_id))]
+        flags = await self._renew(keys=pairs, args=[self.lease_ms, self.token, int(time.time() * 1000)])
+        lost = {job_id for job_id, flag in zip(job_ids, flags, strict=True) if not int(flag)}
+        lost &= self._held  # a job that finished while the script ran was not lost, only done
+        self._held -= lost
+        return lost
+
+    async def finish(
+        self,
+        job_id: str,
+        *,
+        finish: bool,
+        arq_result: bytes | None,
+        result_ttl_ms: int,
+        incr_score: int | None = None,
+    ) -> bool:
+        """arq's end-of-job bookkeeping if this worker still holds the job; False when it does not."""
+        self._held.discard(job_id)
+        done = await self._finish(
+            keys=[
+                in_progress_key_prefix + job_id,
+                job_key_prefix + job_id,
+                retry_key_prefix + job_id,
+                result_key_prefix + job_id,
+                self._queue_name,
+                abort_jobs_ss,
+            ],
+            args=[
+                self.token,
+                job_id,
+                1 if finish else 0,
+                arq_result or b"",
+                max(1, result_ttl_ms),
+                "" if incr_score is None else incr_score,
+            ],
+        )
+        return bool(int(done))
