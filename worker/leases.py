@@ -20,7 +20,10 @@ from worker.logs import fields
 
 log = logging.getLogger("research.leases")
 
-LEASE_MS = 10_000
+# Short, because a lapsed lease is what hands a dead worker's page flight or host slot to the next
+# job: a waiter takes over within this plus its check interval. A job's own claim lease is longer
+# (worker/claims.py), so a page flight is taken over before its dead fetcher's job is re-run.
+LEASE_MS = 3_000
 # Three renewals per lease time: one late beat (a slow Redis, a long collection) loses nothing.
 RENEW_EVERY_S = LEASE_MS / 1000 / 3
 
