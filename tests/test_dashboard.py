@@ -117,10 +117,10 @@ async def seed(redis: aioredis.Redis, settings: Settings, token: str, marker: Pa
     running = payload("fetch_page", {"report_id": s.report, "url": HOSTILE_URL}, now_ms - 30_000)
     await redis.set(job_key_prefix + s.running_job, running)
     await redis.zadd(queue, {s.running_job: now_ms - 30_000})
-    # Claimed 12 s ago: arq sets the key to live the job timeout + 10 s from the claim. This is
-    # its second try: arq counts tries beside the payload, in arq:retry.
-    claim_ms = int((settings.job_timeout_s + 10) * 1000)
-    await redis.set(in_progress_key_prefix + s.running_job, b"1", px=claim_ms - 12_000)
+    # Claimed 12 s ago: the in-progress key is the job's lease, naming its holder and claim time.
+    # This is its second try: arq counts tries beside the payload, in arq:retry.
+    lease = f"{s.live_worker}/nonce@{now_ms - 12_000}".encode()
+    await redis.set(in_progress_key_prefix + s.running_job, lease, px=10_000)
     await redis.set(retry_key_prefix + s.running_job, b"2")
     waiting = payload("web_search", {"report_id": s.report, "query": HOSTILE_QUERY}, now_ms - 5_000)
     await redis.set(job_key_prefix + s.waiting_job, waiting)

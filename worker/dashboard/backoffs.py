@@ -1,9 +1,8 @@
 """Hosts the workers are holding fetches back from (a 429 or 503 that asked them to wait).
 
 The politeness layer keeps them in Redis and owns their format (``worker.politeness``); this is the
-one place the dashboard asks it. A Redis user that may not run what the listing needs (TIME, for
-the clock every worker agrees on) gets None, and the page says the list is not available rather
-than showing an empty list that would look like calm.
+one place the dashboard asks it. When the listing cannot be read (a Redis user refused it), the page
+says the list is not available rather than showing an empty list that would look like calm.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 
 import worker.dashboard.decode as decode
 from worker import activity, keys
+from worker.claims import parse_lease
 from worker.config import Settings
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
@@ -251,19 +252,16 @@ async def read_in_progress(redis: ArqRedis, settings: Settings, now: float) -> t
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
             pipe.zscore(settings.queue_name, job_id)
-            pipe.pttl(in_progress_key_prefix + job_id)
+            pipe.get(in_progress_key_prefix + job_id)
         replies = await pipe.execute(raise_on_error=False)
-    # The in-progress key is set with arq's timeout (the job timeout + 10 s) when the job is
-    # claimed and never extended, so its remaining life tells how long the job has been running.
-    claim_ttl_s = settings.job_timeout_s + 10.0
+    # The in-progress key is the job's lease, whose value says when its worker claimed it.
     mine: list[tuple[str, float | None]] = []
     for index, job_id in enumerate(job_ids):
-        score, pttl = replies[2 * index], replies[2 * index + 1]
+        score, value = replies[2 * index], replies[2 * index + 1]
         if score is None or isinstance(score, Exception):
             continue  # another queue's job
-        running = None
-        if isinstance(pttl, int) and pttl >= 0:
-            running = max(0.0, claim_ttl_s - pttl / 1000)
+        lease = parse_lease(value) if isinstance(value, bytes | str) else None
+        running = max(0.0, now - lease.claimed_ms / 1000) if lease is not None else None
         mine.append((job_id, running))
     jobs = await _read_jobs(redis, [job_id for job_id, _ in mine])
     rows = [_job_row(job_id, *jobs[job_id], now, running) for job_id, running in mine]
