@@ -133,7 +133,7 @@ class FetchPageTool:
         request = FetchRequest.parse(arguments)
         fetcher = self._started()
         pages = self._cache()
-        until = asyncio.get_running_loop().time() + self.deadline_s(job.settings) - DEADLINE_MARGIN_S
+        until = job.deadline - DEADLINE_MARGIN_S
         metrics = job.runtime.metrics
         menu = job.runtime.menu
         try:
@@ -175,6 +175,12 @@ class FetchPageTool:
                 max_chars=job.settings.fetch_max_chars,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
+            )
+        if document.unresolved_links:
+            # Counted, never quoted: the links are the page's text.
+            log.info(
+                "dropped links the URL parser could not read",
+                extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
         return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,15 +44,10 @@ class JobContext:
     job_try: int
     report_id: str
     deadline: float  # event-loop time by which the job's result must be ready
-    charged: bool = False
 
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
-
-    def time_left(self) -> float:
-        """Seconds until the job's deadline (negative once past it)."""
-        return self.deadline - asyncio.get_running_loop().time()
 
     async def charge(self, tool: Tool) -> None:
         """Charge the report once for this job id; a re-run of the same job is not charged again."""
@@ -62,4 +56,3 @@ class JobContext:
             self.runtime.metrics.budget_refusals.labels(tool.value).inc()
             noun = "searches" if tool is Tool.SEARCH else "fetches"
             raise BudgetExhausted(f"report {self.report_id} has used all {charge.limit} {noun} of its budget")
-        self.charged = True
