@@ -26,7 +26,7 @@ import orjson
 
 from jobs.providers.base import NOT_EVIDENCE, Deadline
 from jobs.providers.cleaning import Masker, citation, first_distinct, one_line
-from jobs.providers.upstream import Answer, Upstream, raise_for, retrying, status_failure
+from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, retrying, status_failure
 from worker.config import Secret, Settings, redact_url
 from worker.errors import RateLimited, ResearchError, UpstreamError
 from worker.logs import fields
@@ -181,12 +181,7 @@ def failure(status: int) -> ResearchError:
 def parse_completion(answer: Answer, masker: Masker) -> Completion:
     if answer.content_type.lower().startswith("text/event-stream"):
         raise UpstreamError(f"{PEER} streamed its answer, which a search refuses; {NOT_EVIDENCE}")
-    try:
-        data = orjson.loads(answer.body)
-    except orjson.JSONDecodeError:
-        raise unusable("it is not JSON") from None
-    if not isinstance(data, dict):
-        raise unusable("it is not a JSON object")
+    data = json_object(answer.body, unusable)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         error = data.get("error")

@@ -15,11 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
-
 from jobs.providers.base import NOT_EVIDENCE, Deadline, Found
 from jobs.providers.cleaning import Masker, citation, first_distinct
-from jobs.providers.upstream import Answer, Upstream, raise_for, retrying, status_failure
+from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, retrying, status_failure
 from worker.config import SearchProvider, Settings, redact_url
 from worker.errors import ResearchError, UpstreamError
 from worker.logs import fields
@@ -76,12 +74,7 @@ def failure(status: int) -> ResearchError:
 
 
 def results(answer: Answer, limit: int, masker: Masker) -> list[Citation]:
-    try:
-        data = orjson.loads(answer.body)
-    except orjson.JSONDecodeError:
-        raise unusable("it is not JSON") from None
-    if not isinstance(data, dict):
-        raise unusable("it is not a JSON object")
+    data = json_object(answer.body, unusable)
     listed = data.get("results")
     if not isinstance(listed, list):
         raise unusable("it has no results list")

@@ -26,9 +26,10 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import aiohttp
+import orjson
 
 from jobs.providers.base import NOT_EVIDENCE, Deadline, ProviderUnavailable
 from worker.config import Settings
@@ -183,3 +184,14 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
         return retry_after * random.uniform(1.0, 1.1)  # noqa: S311
     exponential = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return random.uniform(exponential / 2, exponential)  # noqa: S311
+
+
+def json_object(body: bytes, unusable: Callable[[str], UpstreamError]) -> dict[str, Any]:
+    """The answer's body as a JSON object; ``unusable`` words the refusal for the provider."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise unusable("it is not JSON") from None
+    if not isinstance(data, dict):
+        raise unusable("it is not a JSON object")
+    return data
