@@ -228,3 +228,18 @@ def test_histogram_bins_are_ordered_and_bounded_for_any_number(a: float, b: floa
 @pytest.mark.parametrize("ms", [0.0, -5.0, float("nan"), 1e-9])
 def test_durations_under_an_eighth_of_a_millisecond_share_the_lowest_bin(ms: float) -> None:
     assert activity.bin_of(ms) == activity.MIN_BIN
+
+
+async def test_a_health_beat_notes_the_queue_depth_while_no_job_finishes(
+    settings: Settings, redis: aioredis.Redis
+) -> None:
+    now = time.time()
+    later_ms = (now + 3600) * 1000  # deferred, so no worker claims them while the test looks
+    await redis.zadd(
+        settings.queue_name, {f"{settings.queue_name}-a": later_ms, f"{settings.queue_name}-b": later_ms}
+    )
+    async with running_worker(settings, TEST_TOOLS, poll_delay_s=3600) as worker:
+        worker._last_health_check = 0.0
+        await worker.record_health()
+    bucket = await redis.hgetall(keys.minute(settings.queue_name, activity.minute_of(now)))
+    assert int(bucket[b"depth"]) >= 2

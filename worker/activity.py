@@ -22,6 +22,7 @@ from worker import keys
 from worker.serialization import dumps
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
     from redis.asyncio.client import Pipeline
 
 RECENT_LIMIT = 1000
@@ -170,4 +171,17 @@ def record(
         duration_field(tool, duration_ms),
         wait_field(tool, run.queue_wait_ms) if run and run.queue_wait_ms is not None else "",
         cache_hit_field(tool) if result.get("cached") is True else "",
+    )
+
+
+async def sample_depth(redis: Redis, queue_name: str, *, now: float | None = None) -> None:
+    """Note the queue's depth in the current minute's bucket, from a worker's health beat, so the
+    chart shows a queue that grows while no job finishes (a stuck or starved worker pool)."""
+    minute = minute_of(time.time() if now is None else now)
+    await redis.eval(  # type: ignore[misc]
+        MINUTE_SCRIPT,
+        2,
+        keys.minute(queue_name, minute),
+        queue_name,
+        str((minute + 1) * MINUTE_S + BUCKET_TTL_S),
     )

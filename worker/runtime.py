@@ -31,7 +31,7 @@ from arq.jobs import serialize_result
 from arq.worker import Function, Worker
 from redis.exceptions import RedisError
 
-from worker import health, keys, metrics_server
+from worker import activity, health, keys, metrics_server
 from worker.budget import Budgets
 from worker.claims import LEASE_MS, JobLeases
 from worker.config import ConfigError, Settings
@@ -323,6 +323,7 @@ class ResearchWorker(Worker):
         ongoing = sum(not t.done() for t in self.tasks.values())
         if self.runtime is not None:
             self.runtime.metrics.queue_depth.set(queued)
+        await activity.sample_depth(self.pool, self.queue_name, now=now)
         info = {
             "worker_id": self.settings.worker_id,
             "host": socket.gethostname(),
