@@ -83,6 +83,7 @@ class ResearchWorker(Worker):
         self._leases: JobLeases
         self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
+        self._depth_sampled_minute = -1
         super().__init__(
             functions=functions,
             queue_name=settings.queue_name,
@@ -323,7 +324,10 @@ class ResearchWorker(Worker):
         ongoing = sum(not t.done() for t in self.tasks.values())
         if self.runtime is not None:
             self.runtime.metrics.queue_depth.set(queued)
-        await activity.sample_depth(self.pool, self.queue_name, now=now)
+        if activity.minute_of(now) != self._depth_sampled_minute:
+            # Once a minute is what the chart needs; more would only add to an idle worker's traffic.
+            self._depth_sampled_minute = activity.minute_of(now)
+            await activity.sample_depth(self.pool, self.queue_name, now=now)
         info = {
             "worker_id": self.settings.worker_id,
             "host": socket.gethostname(),
