@@ -25,5 +25,9 @@ bench:
 	$(PY) bench/fetch_throughput.py
 	$(PY) bench/loop_lag.py
 	$(PY) bench/hostile_load.py
+	$(PY) bench/cache.py
 	$(PY) bench/extraction.py
+	$(PY) bench/pdf.py
 	$(PY) bench/scale.py
+	$(PY) bench/cli_fail_fast.py
+	$(PY) bench/dashboard_writes.py
