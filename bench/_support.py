@@ -49,6 +49,16 @@ def summary_ms(values: Sequence[float]) -> str:
     )
 
 
+def command_counts(url: str) -> dict[str, int]:
+    """Calls per command so far, as Redis counts them (commands inside scripts included)."""
+    client = syncredis.Redis.from_url(url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
 def commands_processed(url: str) -> int:
     client = syncredis.Redis.from_url(url)
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._support import (
+    command_counts,
     commands_processed,
     free_port,
     peak_rss_mb,
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--reports", type=int, default=110)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--commands", action="store_true", help="print the Redis commands per job, by name")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +109,9 @@ def main() -> None:
                     "RESEARCH_GUARDIAN_ALLOW_CIDRS": "127.0.0.1/32",
                     "RESEARCH_CA_BUNDLE": str(bundle),
                     "RESEARCH_LOG_LEVEL": "WARNING",
+                    # Every page is on one local host; this bench measures CPU scale-out, so the
+                    # per-host politeness limit (bench/cache.py measures it) must not bound it.
+                    "RESEARCH_HOST_CONCURRENCY": "256",
                 }
                 workers = [
                     start_module(
@@ -124,10 +129,17 @@ def main() -> None:
                     cpu_before = {k: sum(cpu_s(p) for p in v) for k, v in pids.items()}
                     client_before = time.process_time()
                     before = commands_processed(redis.url)
+                    by_name_before = command_counts(redis.url)
                     elapsed, outcomes = asyncio.run(
                         run_workload(redis.url, queue, port, args.jobs, args.reports)
                     )
                     after = commands_processed(redis.url)
+                    by_name = command_counts(redis.url)
+                    if args.commands:
+                        spent = {n: c - by_name_before.get(n, 0) for n, c in by_name.items()}
+                        top = sorted(spent.items(), key=lambda item: -item[1])[:15]
+                        print(f"  {count} worker(s), Redis commands per job by name:")
+                        print("    " + ", ".join(f"{n} {c / args.jobs:.1f}" for n, c in top if c))
                     cpu = {k: sum(cpu_s(p) for p in v) - cpu_before[k] for k, v in pids.items()}
                     cpu["client"] = time.process_time() - client_before
                     rss = [peak_rss_mb(w.pid) for w in workers]
