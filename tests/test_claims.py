@@ -8,6 +8,8 @@ import time
 
 import redis.asyncio as aioredis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
@@ -162,3 +164,9 @@ def test_a_lease_value_reads_back_as_its_worker_and_claim_time() -> None:
     assert lease is not None
     assert (lease.worker_id, lease.claimed_ms) == ("host-1-42", 1733130000123)
     assert parse_lease(b"1") is None  # arq's own marker, from a plain arq worker
+
+
+@given(st.binary(max_size=80) | st.text(max_size=80).map(str.encode))
+def test_any_in_progress_value_reads_as_a_lease_or_as_none(value: bytes) -> None:
+    lease = parse_lease(value)
+    assert lease is None or (lease.claimed_ms >= 0 and isinstance(lease.worker_id, str))

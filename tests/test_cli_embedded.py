@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.processes import LOGS, ROOT, read_log, stop
 from tests.support.redis_process import free_port
@@ -283,3 +285,26 @@ def test_two_runs_starting_at_once_share_the_redis_published_first(
         assert found == embedded.Located(live_redis.url, Source.EMBEDDED)
         assert len(started) == 1 and not embedded.redis_answers(started[0].url)  # its own, stopped
     assert StateFile(str(runtime_dir)).path.exists()  # still the first one's
+
+
+STATE_CONTENTS = (
+    st.binary(max_size=200)
+    | st.dictionaries(st.text(max_size=8), st.text(max_size=40) | st.integers() | st.none(), max_size=4).map(
+        lambda d: json.dumps(d).encode()
+    )
+    | st.text(max_size=60).map(lambda url: json.dumps({"url": url, "pid": 1}).encode())
+)
+
+
+@given(STATE_CONTENTS)
+@settings(max_examples=200, deadline=None)
+def test_any_state_file_content_reads_as_a_redis_address_or_as_nothing(content: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "run"
+        directory.mkdir(mode=0o700)
+        state = StateFile(str(directory))
+        state.directory.mkdir(mode=0o700)
+        state.path.write_bytes(content)
+        state.path.chmod(0o600)
+        url = state._read(quiet=True)
+    assert url is None or url.split(":", 1)[0] in ("unix", "redis")

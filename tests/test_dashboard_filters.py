@@ -9,11 +9,13 @@ from urllib.parse import parse_qs, urlsplit
 import html5lib
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.test_dashboard import get, get_json, seed, serving
 from worker import activity
 from worker.config import Settings
-from worker.dashboard.filters import PAGE_SIZE
+from worker.dashboard.filters import PAGE_SIZE, BadFilter, Filters
 
 JOBS = 130
 TOOLS = ("web_search", "fetch_page")
@@ -174,3 +176,25 @@ async def test_the_report_and_tool_filters_narrow_jobs_in_flight_and_budgets_too
     assert other["in_progress"] == other["waiting"] == other["budgets"] == other["recent"] == []
     # The filters narrow rows; the queue's own figures stay whole.
     assert other["queue"]["depth"] == mine["queue"]["depth"] == 4
+
+
+QUERY_TEXT = st.text(max_size=30) | st.sampled_from(
+    ["ok", "fetch_page", "r-1", "0", "1", "999999", "1e3", "-1"]
+)
+
+
+@given(st.dictionaries(st.sampled_from(["outcome", "tool", "report", "page", "other"]), QUERY_TEXT))
+def test_any_query_is_a_filter_or_a_clear_refusal_and_a_filter_links_back_to_itself(
+    query: dict[str, str],
+) -> None:
+    try:
+        filters = Filters.parse(query)
+    except BadFilter as refusal:
+        refused = str(refusal)
+        filters = None
+    if filters is None:
+        assert refused.startswith(("the ", "page must"))
+        return
+    again = filters.href(page=filters.page)
+    assert again is not None
+    assert Filters.parse({k: v[0] for k, v in parse_qs(urlsplit(again).query).items()}) == filters
