@@ -80,18 +80,25 @@ class FetchRequest:
         return cls(url=url.strip(), extract=str(extract), fresh=fresh)
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """What the tool builds once per worker at start-up."""
+
+    fetcher: Fetcher  # the guarded session
+    pages: PageCache
+    hosts: Politeness
+
+
 class FetchPageTool:
-    """The fetch_page job. Its fetcher (the guarded session) is built once per worker at start-up;
-    tests hand it a fake resolver, production uses the system's."""
+    """The fetch_page job. Its parts are built once per worker at start-up; tests hand it a fake
+    resolver, production uses the system's."""
 
     name = "fetch_page"
     params = ("url", "extract", "fresh")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
-        self._fetcher: Fetcher | None = None
-        self._pages: PageCache | None = None
-        self._hosts: Politeness | None = None
+        self._parts: _Parts | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.fetch_deadline_s
@@ -118,29 +125,29 @@ class FetchPageTool:
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
             max_redirects=settings.fetch_max_redirects,
         )
-        self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
-        self._pages = PageCache(runtime.redis, settings, runtime.metrics)
-        self._hosts = Politeness(runtime.redis, settings, runtime.metrics)
-        self._hosts.start()
+        self._parts = _Parts(
+            fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
+            pages=PageCache(runtime.redis, settings, runtime.metrics),
+            hosts=Politeness(runtime.redis, settings, runtime.metrics),
+        )
+        self._parts.hosts.start()
 
     async def stop(self) -> None:
-        if self._hosts is not None:
-            await self._hosts.stop()
-        if self._fetcher is not None:
-            await self._fetcher.close()
+        if self._parts is not None:
+            await self._parts.hosts.stop()
+            await self._parts.fetcher.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments)
-        fetcher = self._started()
-        pages = self._cache()
+        parts = self._started()
         until = job.deadline - DEADLINE_MARGIN_S
         metrics = job.runtime.metrics
         menu = job.runtime.menu
         try:
-            target = check_url(request.url, fetcher.policy)
+            target = check_url(request.url, parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
             await job.charge(Tool.FETCH)
-            served = await pages.serve(
+            served = await parts.pages.serve(
                 target,
                 request.extract,
                 fresh=request.fresh,
@@ -159,8 +166,7 @@ class FetchPageTool:
         self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
     ) -> Fresh:
         """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
-        fetcher = self._started()
-        fetched = await self._fetch(job, fetcher, target, may_follow, until)
+        fetched = await self._fetch(job, self._started(), target, may_follow, until)
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
@@ -185,10 +191,9 @@ class FetchPageTool:
         return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
 
     async def _fetch(
-        self, job: JobContext, fetcher: Fetcher, target: Target, may_follow: HopRule, until: float
+        self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float
     ) -> Fetched:
         """The network part, under one time bound: the wait for a turn at the host, then the GET."""
-        hosts = self._politeness()
         loop = asyncio.get_running_loop()
         seconds = max(0.0, min(job.settings.fetch_timeout_s, until - loop.time()))
         answering = [target]  # the host whose answer ends the chain, for a Retry-After
@@ -199,27 +204,17 @@ class FetchPageTool:
                 answering.append(following)
             return allowed
 
-        async with time_bound(seconds, target), hosts.turn(target, loop.time() + seconds):
+        async with time_bound(seconds, target), parts.hosts.turn(target, loop.time() + seconds):
             try:
-                return await fetcher.get(target, noting)
+                return await parts.fetcher.get(target, noting)
             except HttpStatus as answer:
-                await hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
+                await parts.hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
                 raise
 
-    def _started(self) -> Fetcher:
-        if self._fetcher is None:
+    def _started(self) -> _Parts:
+        if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
-        return self._fetcher
-
-    def _cache(self) -> PageCache:
-        if self._pages is None:
-            raise RuntimeError("fetch_page was not started by this worker")
-        return self._pages
-
-    def _politeness(self) -> Politeness:
-        if self._hosts is None:
-            raise RuntimeError("fetch_page was not started by this worker")
-        return self._hosts
+        return self._parts
 
 
 def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
