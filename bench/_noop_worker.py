@@ -8,8 +8,8 @@ from typing import Any
 
 from worker import logs
 from worker.config import Settings
-from worker.envelope import FunctionTool
-from worker.runtime import ResearchWorker
+from worker.runtime.envelope import FunctionTool
+from worker.runtime.worker import ResearchWorker
 
 
 async def _noop(job: Any, args: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import redis as syncredis
 
-from worker import keys
 from worker.embedded import EmbeddedRedis
+from worker.state import keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

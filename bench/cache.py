@@ -50,10 +50,10 @@ from bench._support import (
     write_test_ca,
 )
 from bench._tls_server import build_app
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 SEQUENTIAL_HITS = 200
 

@@ -27,8 +27,8 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._support import private_redis
-from worker import activity, keys
 from worker.serialization import dumps
+from worker.state import activity, keys
 
 QUEUE = "bench:dashboard-writes"
 ROUNDTRIP_P50_BUDGET_MS = 3.0

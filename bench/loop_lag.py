@@ -27,8 +27,8 @@ from jobs.reader.charset import decode  # noqa: E402
 from jobs.reader.content_types import HTML_TYPES, parse_content_type, sniff  # noqa: E402
 from jobs.reader.document import build_document  # noqa: E402
 from jobs.reader.hidden import strip_invisible  # noqa: E402
+from jobs.reader.html.reduce import reduce_all  # noqa: E402
 from jobs.reader.main_content import select_main  # noqa: E402
-from jobs.reader.reduce import reduce_all  # noqa: E402
 from tests.support.hostile_bodies import BODIES, TEXT_TYPES  # noqa: E402
 from tests.support.hostile_pages import PAGES, SIZE  # noqa: E402
 

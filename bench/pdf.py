@@ -144,7 +144,7 @@ def page_count(corpus: str, page: Page) -> int:
 
 
 def ours(body: bytes) -> str:
-    from jobs.reader.pdf_text import extract
+    from jobs.reader.pdf.text import extract
 
     reading = extract(body, max_chars=10**9, cpu_budget_s=600.0)
     return "\n\n".join(text for text in reading.texts if text)
@@ -230,8 +230,8 @@ def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
 
 async def measure_served(corpus: str, pages: list[Page]) -> Run:
     """The worker's path: the child pool, the 40,000-character cap, the worker's default limits."""
-    from jobs.reader.pdf import read_pdf
-    from jobs.reader.pdf_pool import default_pool
+    from jobs.reader.pdf.pool import default_pool
+    from jobs.reader.pdf.reader import read_pdf
 
     texts: dict[str, str] = {}
     seconds: list[float] = []

@@ -36,9 +36,9 @@ from bench._support import (
     wait_for_port,
     write_test_ca,
 )
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.state import keys
 
 
 async def run_workload(

@@ -4,9 +4,9 @@ record the links.
 The job reads like its data flow. The checks that need no network (the URL's form and scheme, an
 IP literal's address, the menu) run before the budget is charged, so they cost the report nothing;
 resolving a name is the fetch's first network I/O, so a name that resolves to a refused address
-is refused after the charge. The shared page cache (``worker.page_cache``) is asked only after the
+is refused after the charge. The shared page cache (``worker.state.page_cache``) is asked only after the
 menu and the charge, so a cached page is never a way around either; a cache miss fetches with one
-of the host's turns held (``worker.politeness``) and reduces the page, and that is what the cache
+of the host's turns held (``worker.state.politeness``) and reduces the page, and that is what the cache
 keeps.
 """
 
@@ -25,21 +25,21 @@ from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
-from worker.budget import Tool
-from worker.cache_control import may_store
 from worker.config import Settings
-from worker.context import JobContext, Runtime
 from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
-from worker.menu import Menu
-from worker.page_cache import Fresh, PageCache
-from worker.page_entry import Page
-from worker.politeness import Politeness
-from worker.results import About, FetchPage
+from worker.net.cache_control import may_store
+from worker.runtime.context import JobContext, Runtime
+from worker.state.budget import Tool
+from worker.state.menu import Menu
+from worker.state.page_cache import Fresh, PageCache
+from worker.state.page_entry import Page
+from worker.state.politeness import Politeness
+from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
 
@@ -168,7 +168,7 @@ class FetchPageTool:
         """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
         fetched = await self._fetch(job, self._started(), target, may_follow, until)
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
-        # The worker's CPU slots (worker.cpu_slots): smallest body first, small ones in a lane of
+        # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
         # comes back truncated rather than not at all.
         async with job.runtime.cpu_slots.slot(len(fetched.body)):

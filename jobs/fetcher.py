@@ -19,7 +19,6 @@ import yarl
 
 from jobs.decoding import Decoder
 from jobs.reader.content_types import PDF_SIGNATURE, DeclaredKind, declared_kind, looks_like_pdf
-from worker.error_map import translate
 from worker.errors import (
     ConnectionFailed,
     GuardianRefusal,
@@ -31,7 +30,8 @@ from worker.errors import (
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.redirects import REDIRECT_STATUSES, next_hop, same_site
 from worker.guardian.urls import Target
-from worker.retry_after import retry_after_s
+from worker.net.error_map import translate
+from worker.net.retry_after import retry_after_s
 
 READ_CHUNK = 65_536
 

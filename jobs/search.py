@@ -23,15 +23,15 @@ from typing import Any
 
 from jobs.providers.base import Deadline, Found, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
-from worker.budget import Tool
 from worker.config import Settings
-from worker.context import JobContext, Runtime
 from worker.errors import InvalidRequest, ResearchError
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
 from worker.logs import fields
 from worker.metrics import Metrics
-from worker.results import OK, About, WebSearch
-from worker.spend import record_search
+from worker.runtime.context import JobContext, Runtime
+from worker.state.budget import Tool
+from worker.state.results import OK, About, WebSearch
+from worker.state.spend import record_search
 
 log = logging.getLogger("research.search")
 

@@ -8,10 +8,10 @@ import collections
 import redis.asyncio as aioredis
 
 from tests.support.processes import worker_processes
-from worker import keys
-from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.state import keys
+from worker.state.budget import Budgets, Tool
 
 
 async def test_charges_stop_exactly_at_the_limit(

@@ -20,10 +20,10 @@ from tests.support.fake_openrouter import KEY, fake_openrouter, provider_error, 
 from tests.support.processes import start_worker, stop, wait_healthy
 from tests.support.redis_process import RedisProcess
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Secret, Settings
 from worker.serialization import loads
+from worker.state import keys
 
 pytestmark = pytest.mark.chaos
 

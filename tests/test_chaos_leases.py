@@ -22,10 +22,10 @@ from arq.constants import job_key_prefix, result_key_prefix
 
 from tests.support.processes import read_log, start_worker, stop, wait_healthy
 from tests.support.tls import TestCA, TlsServer, serve
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 pytestmark = pytest.mark.chaos
 

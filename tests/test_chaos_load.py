@@ -19,9 +19,9 @@ import redis.asyncio as aioredis
 
 from bench._support import free_port, peak_rss_mb, wait_for_port, write_test_ca
 from tests.support.processes import ROOT, start_worker, stop, wait_healthy
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.state import keys
 
 pytestmark = pytest.mark.chaos
 

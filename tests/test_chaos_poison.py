@@ -15,10 +15,10 @@ import redis.asyncio as aioredis
 from arq.constants import job_key_prefix
 
 from tests.support.processes import read_log, worker_processes
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 pytestmark = pytest.mark.chaos
 

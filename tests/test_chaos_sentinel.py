@@ -22,10 +22,10 @@ from redis.exceptions import RedisError
 
 from tests.support.processes import read_log, start_worker, stop, wait_healthy
 from tests.support.redis_process import SentinelGroup
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 pytestmark = pytest.mark.chaos
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
-from worker.claims import JobLeases, parse_lease
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.runtime.claims import JobLeases, parse_lease
+from worker.state import keys
 
 SHORT_LEASE_MS = 600
 

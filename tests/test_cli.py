@@ -25,11 +25,11 @@ from tests.support.redis_process import free_port
 from tests.support.run_cli import run_cli
 from tests.support.run_cli_site import DEFAULT_REDIS_VARIABLE
 from tests.support.tls import TestCA, serve
-from worker import keys
-from worker.budget import Budgets, Tool
 from worker.cli import Exit, HelpFormatter, build_parser
 from worker.config import Settings
-from worker.menu import Menu
+from worker.state import keys
+from worker.state.budget import Budgets, Tool
+from worker.state.menu import Menu
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

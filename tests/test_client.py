@@ -23,7 +23,7 @@ from worker.client import (
     UnsafeArguments,
 )
 from worker.config import ClientSettings, ConfigError, Settings
-from worker.results import ResultStore
+from worker.state.results import ResultStore
 
 
 async def test_the_client_wakes_on_completion_without_polling_the_result(

@@ -19,7 +19,7 @@ from tests.support.tls import TestCA, serve
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.cpu_slots import EXPRESS_MAX_BYTES, EXPRESS_SLOTS, CpuSlots, Lane
+from worker.runtime.cpu_slots import EXPRESS_MAX_BYTES, EXPRESS_SLOTS, CpuSlots, Lane
 
 MIB = 1024 * 1024
 
@@ -204,7 +204,7 @@ async def test_a_page_that_gets_no_cpu_slot_before_its_deadline_ends_in_timeout_
             running_worker(s, [FetchPageTool(FakeResolver({}))]) as worker,
             ResearchClient(settings=s, job_id_prefix=f"{token}-", wait_s=30) as client,
         ):
-            assert worker.runtime is not None
+            assert worker.runtime.worker is not None
             cpu = worker.runtime.cpu_slots
             # Every general slot and the whole express lane, held by other jobs' reductions.
             sizes = (2 * MIB,) * s.reduce_slots + (100,) * EXPRESS_SLOTS

@@ -29,10 +29,10 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 
 from tests.support.processes import ROOT
 from tests.support.redis_process import RedisProcess
-from worker import activity, keys
 from worker.config import Secret, Settings
 from worker.dashboard import start
 from worker.serialization import dumps
+from worker.state import activity, keys
 
 HOSTILE_URL = 'https://evil.example/"><img src=x onerror=alert(1)>'
 HOSTILE_QUERY = "</td><script>alert(2)</script>"

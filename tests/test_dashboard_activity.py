@@ -1,4 +1,4 @@
-"""What workers record for the dashboard with each result (worker/activity.py): a line per job and
+"""What workers record for the dashboard with each result (worker/state/activity.py): a line per job and
 a per-minute bucket, in the result's own transaction, a few commands, expiring on their own."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
 from tests.test_dashboard import record
-from worker import activity, keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import activity, keys
 
 RUN = activity.JobRun("w-7", 2, 12.34)
 

@@ -25,8 +25,8 @@ import redis.asyncio as aioredis
 from tests.support.processes import ROOT
 from tests.support.redis_process import free_port
 from tests.test_dashboard import HOSTILE_QUERY, HOSTILE_URL, Seeded, fetch_error, record, seed, serving
-from worker import activity
 from worker.config import Secret, Settings
+from worker.state import activity
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "artifacts"

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.test_dashboard import get, record, serving
-from worker import activity, keys
 from worker.config import Settings
 from worker.dashboard.formatting import visible
 from worker.serialization import dumps
+from worker.state import activity, keys
 
 SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_dashboard import get, get_json, seed, serving
-from worker import activity
 from worker.config import Settings
 from worker.dashboard.filters import PAGE_SIZE, BadFilter, Filters
+from worker.state import activity
 
 JOBS = 130
 TOOLS = ("web_search", "fetch_page")

@@ -11,9 +11,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from tests.test_dashboard import get_json, record, serving
-from worker import activity, keys
 from worker.config import Settings
 from worker.dashboard.history import HOUR_MINUTES, Bucket, parse_bucket, percentile, read_history, summarize
+from worker.state import activity, keys
 
 TOLERANCE = 2 ** (1 / 8) - 1 + 1e-9  # half a bin, on a log scale
 

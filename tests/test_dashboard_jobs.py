@@ -18,11 +18,11 @@ from tests.support.tls import TestCA, serve
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
 from tests.test_dashboard import Parsed, get, record, seed, serving, text_of
-from worker import activity, keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.dashboard.job import STRING_PREVIEW
 from worker.serialization import dumps
+from worker.state import activity, keys
 
 
 async def test_a_failed_fetch_shows_its_url_and_message_and_links_to_its_job_page(

@@ -28,10 +28,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from tests.support.redis_process import free_port
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.dashboard.data import collect, open_redis
+from worker.state import keys
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_DIR = ROOT / "deploy" / "redis"

@@ -9,11 +9,11 @@ import redis.asyncio as aioredis
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
-from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
+from worker.state.budget import Budgets, Tool
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import LOOPBACK_ONLY, fetch_settings, fetching
 from tests.support.raw_tls import sends, serve_raw
 from tests.support.tls import TestCA
-from worker.browser_http import declared_end
 from worker.config import Settings
 from worker.errors import GuardianRefusal, InvalidRequest, ResearchError
+from worker.guardian.browser_http import declared_end
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.redirects import next_hop

@@ -4,6 +4,10 @@ worker/ is the runtime, jobs/ is what a job does; only the composition root (wor
 reaches from the runtime into the tools, the reader never imports the tools, and no module
 depends on itself through others. Imports under ``if TYPE_CHECKING:`` count too: a type that
 points upward is a dependency that points upward.
+
+The packages stand in layers (``LAYERS``, lowest first): a module imports only from its own layer
+or the layers below it, so the state in Redis never reaches into the runtime, the runtime never
+into the tools, and only the faces people use (client, command line, dashboard) sit on top.
 """
 
 from __future__ import annotations
@@ -17,6 +21,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("worker", "jobs")
 COMPOSITION_ROOTS = frozenset({"worker.settings"})
 TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions")
+# Each row may import itself and the rows above it. A name stands for the module or the package.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("worker", "worker.limits", "worker.serialization"),
+    # The foundation every part stands on: settings, errors, logs, metrics and the guard.
+    ("worker.config", "worker.errors", "worker.logs", "worker.metrics", "worker.guardian"),
+    ("worker.net",),
+    ("worker.state", "worker.embedded"),
+    ("worker.runtime",),
+    ("jobs.decoding", "jobs.reader", "jobs.definitions"),
+    ("jobs.fetcher", "jobs.providers"),
+    ("jobs.fetch", "jobs.search"),
+    ("worker.settings",),
+    ("worker.client", "worker.dashboard", "worker.cli"),
+)
+MAX_MODULES_PER_PACKAGE = 15
 
 
 def module_name(path: Path) -> str:
@@ -106,3 +125,41 @@ def test_no_module_reads_the_environment_except_configuration(package: str) -> N
         if "os.environ" in path.read_text() or "getenv(" in path.read_text()
     )
     assert readers in ([], ["worker.config"])
+
+
+def layer_of(module: str) -> int:
+    """The row of the longest layer name that is ``module`` or a package holding it."""
+    best: tuple[int, int] | None = None
+    for row, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
+                best = (row, len(name))
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def test_every_import_points_to_its_own_layer_or_below() -> None:
+    upward = sorted(
+        (module, target)
+        for module, targets in graph().items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+    assert upward == []
+
+
+def packages() -> list[Path]:
+    return sorted(init.parent for package in PACKAGES for init in (ROOT / package).rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("package", packages(), ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_package_holds_more_than_fifteen_modules(package: Path) -> None:
+    modules = [path for path in package.glob("*.py") if path.name != "__init__.py"]
+    assert len(modules) <= MAX_MODULES_PER_PACKAGE
+
+
+@pytest.mark.parametrize("package", packages(), ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_package_says_in_its_first_line_what_it_is(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+    assert doc, f"{package.relative_to(ROOT)}/__init__.py has no docstring"
+    assert doc.splitlines()[0].strip()

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.reader.document import Document, build_document
+from jobs.reader.html.reduce import reduce_all
 from jobs.reader.main_content import select_main
-from jobs.reader.reduce import reduce_all
 
 PARAGRAPHS = [
     "The council voted on Tuesday to extend the river path by two kilometres, after a year of "

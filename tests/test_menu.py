@@ -12,10 +12,10 @@ from aiohttp import web
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings, fetching
 from tests.support.tls import TestCA, serve
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.menu import MENU_CAP, Menu
+from worker.state import keys
+from worker.state.menu import MENU_CAP, Menu
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 

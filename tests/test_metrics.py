@@ -14,10 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.metrics import UNKNOWN_TOOL, Metrics
+from worker.state import keys
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -31,7 +31,7 @@ from tests.support.fake_openrouter import (
 )
 from worker.config import ConfigError, Secret, Settings, load_org_keys
 from worker.errors import ConnectionFailed, RateLimited, Timeout, UpstreamError
-from worker.retry_after import retry_after_s
+from worker.net.retry_after import retry_after_s
 
 OTHER_KEY = "sk-or-v1-" + "0a7e12" * 10
 

@@ -28,11 +28,11 @@ from tests.support.fake_openrouter import (
     url_citation,
 )
 from tests.support.workers import running_worker
-from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
 from worker.config import SearchProvider, Secret, Settings
 from worker.errors import RateLimited, UpstreamError
-from worker.spend import report_spend
+from worker.state.budget import Budgets, Tool
+from worker.state.spend import report_spend
 
 
 @pytest.fixture

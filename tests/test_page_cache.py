@@ -18,12 +18,12 @@ from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import Handler, TestCA, TlsServer, serve
 from tests.support.workers import running_worker
-from worker import keys, page_cache
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.guardian.urls import canonical_url
-from worker.page_cache import url_digest
-from worker.runtime import ResearchWorker
+from worker.runtime.worker import ResearchWorker
+from worker.state import keys, page_cache
+from worker.state.page_cache import url_digest
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -83,8 +83,8 @@ def cache_settings(settings: Settings, ca: TestCA, **changes: object) -> Setting
 
 
 def counted(worker: ResearchWorker, series: str) -> float:
-    assert worker.runtime is not None
-    return worker.runtime.metrics.registry.get_sample_value(series) or 0.0
+    assert worker.runtime.worker is not None
+    return worker.runtime.worker.metrics.registry.get_sample_value(series) or 0.0
 
 
 def entry_key(settings: Settings, url: str, extract: str = "main") -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 from tests.test_deploy_acl import QUEUE, acl_redis, binaries
 from worker.guardian.urls import Target, parse_https_url
 from worker.metrics import Metrics
-from worker.page_cache import Fresh, MayFollow, PageCache, Source
-from worker.page_entry import Page
-from worker.politeness import Politeness, backing_off
+from worker.state.page_cache import Fresh, MayFollow, PageCache, Source
+from worker.state.page_entry import Page
+from worker.state.politeness import Politeness, backing_off
 
 TARGET = parse_https_url("https://example.org/a")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.cache_control import MAX_CHARS, directive_names, may_store
+from worker.net.cache_control import MAX_CHARS, directive_names, may_store
 
 FORBIDDING = ("no-store", "private")
 # Directives a page may carry that do not forbid keeping it.

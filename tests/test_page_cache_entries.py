@@ -17,7 +17,7 @@ from worker.errors import (
     UrlNotInMenu,
 )
 from worker.guardian.reasons import Reason
-from worker.page_entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
+from worker.state.page_entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
 
 PAGE = Page(
     url="https://site.test/a",

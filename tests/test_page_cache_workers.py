@@ -18,11 +18,11 @@ from aiohttp import web
 from tests.support.fetch_workers import fetch_env
 from tests.support.processes import start_worker, stop, wait_healthy
 from tests.support.tls import TestCA, serve
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.leases import LEASE_MS
-from worker.page_cache import FLIGHT_CHECK_S
+from worker.state import keys
+from worker.state.leases import LEASE_MS
+from worker.state.page_cache import FLIGHT_CHECK_S
 
 
 class CountingSite:

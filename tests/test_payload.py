@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.payload import MAX_ENQUEUE_MS, MalformedJob, read_payload
-from worker.runtime import ResearchWorker
+from worker.runtime.payload import MAX_ENQUEUE_MS, MalformedJob, read_payload
+from worker.runtime.worker import ResearchWorker
 from worker.serialization import loads
+from worker.state import keys
 
 FUNCTIONS = frozenset(tool.name for tool in TEST_TOOLS)
 JSON_SCALARS = st.one_of(
@@ -149,7 +149,7 @@ class Queue:
             await asyncio.sleep(0.01)
 
     def refusals(self) -> float:
-        metrics = self.worker.runtime.metrics if self.worker.runtime else None
+        metrics = self.worker.runtime.worker.metrics if self.worker.runtime.worker else None
         assert metrics is not None
         value = metrics.registry.get_sample_value(
             "research_jobs_total", {"tool": "unknown", "outcome": "invalid_request"}

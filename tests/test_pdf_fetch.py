@@ -28,8 +28,8 @@ from tests.support.pdfs import (
 )
 from tests.support.raw_tls import sends, serve_raw
 from tests.support.tls import TestCA, serve
-from worker import keys
 from worker.config import Settings
+from worker.state import keys
 
 REPORT_PDF = text_pdf(
     "Annual report 2024. Revenue grew 12 percent.",

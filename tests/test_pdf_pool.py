@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.reader.pdf_pool import MEMORY_LIMIT_BYTES, ChildFailed, Failure, Limits, PdfPool, default_pool
-from jobs.reader.pdf_wire import Reading
+from jobs.reader.pdf.pool import MEMORY_LIMIT_BYTES, ChildFailed, Failure, Limits, PdfPool, default_pool
+from jobs.reader.pdf.wire import Reading
 from tests.support.pdfs import bomb_pdf, busy_pdf, text_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_a_confined_child_can_open_no_socket_and_no_file() -> None:
     probe = textwrap.dedent(
         """
         import socket, sys
-        from jobs.reader.pdf_child import confine
+        from jobs.reader.pdf.child import confine
         confine(256 * 1024 * 1024)
         refused = []
         for attempt in (socket.socket, lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM),
@@ -240,7 +240,7 @@ def test_an_idle_child_ends_when_its_worker_is_killed() -> None:
     script = textwrap.dedent(
         """
         import asyncio, os, signal, sys
-        from jobs.reader.pdf_pool import PdfPool
+        from jobs.reader.pdf.pool import PdfPool
         pool = PdfPool(size=1)
         body = open(sys.argv[1], "rb").read()
         asyncio.run(pool.read(body, max_chars=100, cpu_budget_s=1.0))

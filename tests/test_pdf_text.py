@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.reader.pdf_text import extract
-from jobs.reader.pdf_wire import PdfRefused, Reading, Refusal
+from jobs.reader.pdf.text import extract
+from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal
 from tests.support.pdfs import (
     FORMAT_CHARACTERS,
     WHITE,

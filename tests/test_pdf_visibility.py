@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.reader.pdf_visibility import (
+from jobs.reader.pdf.visibility import (
     MIN_READABLE_PT,
     NEAR_WHITE,
     Box,

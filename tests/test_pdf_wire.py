@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.reader.pdf_wire import (
+from jobs.reader.pdf.wire import (
     MAX_REPLY_BYTES,
     REPLY_HEAD,
     Reading,

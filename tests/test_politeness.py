@@ -17,15 +17,15 @@ from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import TestCA, TlsServer, serve
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.errors import Timeout
 from worker.guardian.urls import parse_https_url
-from worker.leases import LEASE_MS
 from worker.metrics import Metrics
-from worker.politeness import MAX_HOLD_S, Politeness, backing_off, host_of
-from worker.runtime import ResearchWorker
+from worker.runtime.worker import ResearchWorker
+from worker.state import keys
+from worker.state.leases import LEASE_MS
+from worker.state.politeness import MAX_HOLD_S, Politeness, backing_off, host_of
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -70,8 +70,8 @@ async def polite_worker(
 
 
 def counted(worker: ResearchWorker, series: str, **labels: str) -> float:
-    assert worker.runtime is not None
-    return worker.runtime.metrics.registry.get_sample_value(series, labels) or 0.0
+    assert worker.runtime.worker is not None
+    return worker.runtime.worker.metrics.registry.get_sample_value(series, labels) or 0.0
 
 
 async def test_at_most_the_host_limit_of_fetches_are_in_flight_to_one_host(

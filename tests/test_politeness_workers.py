@@ -10,10 +10,10 @@ from aiohttp import web
 
 from tests.support.fetch_workers import fetch_workers
 from tests.support.tls import TestCA, serve
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 
 class Host:

@@ -14,8 +14,8 @@ from html5lib.constants import namespaces, specialElements
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.reader.html.reduce import reduce_all
 from jobs.reader.main_content import join_blocks
-from jobs.reader.reduce import reduce_all
 
 SVG = "http://www.w3.org/2000/svg"
 MATHML = "http://www.w3.org/1998/Math/MathML"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.reader.html.reduce import Reduction, reduce_all
 from jobs.reader.main_content import join_blocks
-from jobs.reader.reduce import Reduction, reduce_all
 
 SECRET = "ignore previous instructions"
 

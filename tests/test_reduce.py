@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.reader.html.reduce import reduce_all
 from jobs.reader.main_content import join_blocks
-from jobs.reader.reduce import reduce_all
 from tests.test_tokens import FRAGMENTS
 
 

@@ -18,15 +18,15 @@ from redis.exceptions import OutOfMemoryError
 
 from tests.support.redis_process import RedisProcess
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.context import JobContext
-from worker.envelope import FunctionTool, write_result
 from worker.errors import InvalidRequest
-from worker.results import MAX_MESSAGE_CHARS, ResultStore, ok_result
-from worker.runtime import build_runtime
+from worker.runtime.context import JobContext
+from worker.runtime.envelope import FunctionTool, write_result
+from worker.runtime.worker import build_runtime
 from worker.serialization import loads
+from worker.state import keys
+from worker.state.results import MAX_MESSAGE_CHARS, ResultStore, ok_result
 
 # Text as a server's undecodable bytes leave it in Python: any code point, lone surrogates included.
 ANY_CHAR = st.characters(codec=None, exclude_categories=())

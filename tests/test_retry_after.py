@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.retry_after import MAX_RETRY_AFTER_S, retry_after_s
+from worker.net.retry_after import MAX_RETRY_AFTER_S, retry_after_s
 
 NOW = dt.datetime(2026, 12, 2, 8, 0, 0, tzinfo=dt.UTC)
 DATE_LIKE = st.builds(

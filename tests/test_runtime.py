@@ -14,10 +14,10 @@ from arq.constants import job_key_prefix
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import dumps, loads
+from worker.state import keys
 
 
 class _Exploit:

@@ -23,11 +23,11 @@ from tests.support.fake_openrouter import (
 )
 from tests.support.fake_searxng import FakeSearxng, error_page, fake_searxng, result, results_answer
 from tests.support.workers import running_worker
-from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
 from worker.config import SearchProvider, Secret, Settings
-from worker.runtime import ResearchWorker
-from worker.spend import report_spend
+from worker.runtime.worker import ResearchWorker
+from worker.state.budget import Budgets, Tool
+from worker.state.spend import report_spend
 
 PLUGIN = SearchProvider.OPENROUTER_PLUGIN
 TOOL = SearchProvider.OPENROUTER_TOOL
@@ -77,8 +77,8 @@ async def searches_charged(redis: aioredis.Redis, settings: Settings, report: st
 
 
 def provider_searches(worker: ResearchWorker, provider: str, outcome: str) -> float:
-    assert worker.runtime is not None
-    value = worker.runtime.metrics.registry.get_sample_value(
+    assert worker.runtime.worker is not None
+    value = worker.runtime.worker.metrics.registry.get_sample_value(
         "research_search_provider_searches_total", {"provider": provider, "outcome": outcome}
     )
     return value or 0.0

@@ -40,7 +40,7 @@ from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Secret, Settings
 from worker.errors import InvalidRequest, RateLimited, ResearchError
-from worker.menu import Menu
+from worker.state.menu import Menu
 
 FUNCTION_SCOPED = [HealthCheck.function_scoped_fixture]
 # A key of another account, shaped like OpenRouter's: masked by its shape, not its value.

@@ -32,12 +32,12 @@ from tests.support.fake_searxng import (
     results_answer,
 )
 from tests.support.workers import running_worker
-from worker.budget import Budgets, Tool
 from worker.client import ResearchClient
 from worker.config import SearchProvider, Settings
 from worker.errors import RateLimited, Timeout, UpstreamError
-from worker.menu import Menu
-from worker.spend import report_spend
+from worker.state.budget import Budgets, Tool
+from worker.state.menu import Menu
+from worker.state.spend import report_spend
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ import redis.asyncio as aioredis
 from arq.constants import in_progress_key_prefix
 
 from tests.support.processes import ROOT, read_log, start_worker, wait_healthy
-from worker import keys
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
+from worker.state import keys
 
 
 async def wait_until_running(redis: aioredis.Redis, report: str, job_id: str) -> None:

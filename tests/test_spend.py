@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from worker import keys
 from worker.config import Secret, Settings
-from worker.context import Runtime
-from worker.runtime import build_runtime
-from worker.spend import (
+from worker.runtime.context import Runtime
+from worker.runtime.worker import build_runtime
+from worker.state import keys
+from worker.state.spend import (
     MAX_SEARCH_COST_USD,
     MAX_SEARCH_TOKENS,
     NO_ORG,

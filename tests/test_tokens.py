@@ -17,7 +17,7 @@ from html5lib.constants import tokenTypes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.reader.tokens import (
+from jobs.reader.html.tokens import (
     CHARACTERS,
     COMMENT,
     END_TAG,

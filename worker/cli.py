@@ -28,14 +28,15 @@ import orjson
 from arq.connections import ArqRedis
 from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
 
-from worker import embedded, health, keys, logs
+from worker import embedded, logs
 from worker.config import ConfigError, Settings, default_worker_id, redact_url
 from worker.embedded import Located, Source
-from worker.envelope import parse_report_id
 from worker.errors import MissingReportId
 from worker.logs import fields
-from worker.redis_conn import connect
-from worker.results import Result
+from worker.runtime.envelope import parse_report_id
+from worker.state import health, keys
+from worker.state.redis_conn import connect
+from worker.state.results import Result
 
 if TYPE_CHECKING:
     from worker.client import ResearchClient
@@ -227,9 +228,9 @@ def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _budget(settings: Settings, report_id: str) -> int:
-    from worker.budget import Budgets
-    from worker.menu import Menu
-    from worker.spend import report_spend
+    from worker.state.budget import Budgets
+    from worker.state.menu import Menu
+    from worker.state.spend import report_spend
 
     settings, found = _locate(settings)
     redis = await reach(found, settings, REACH_S)

@@ -29,17 +29,18 @@ import orjson
 from arq.connections import ArqRedis
 from arq.jobs import SerializationError
 
-from worker import embedded, health, keys
+from worker import embedded
 from worker.config import ClientSettings, Settings
-from worker.envelope import parse_report_id
 from worker.errors import InvalidRequest, Timeout
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
-from worker.menu import Menu
-from worker.queue import Enqueuer
-from worker.redis_conn import connect
-from worker.results import About, Result, ResultStore, error_result
+from worker.runtime.envelope import parse_report_id
 from worker.serialization import dumps
+from worker.state import health, keys
+from worker.state.menu import Menu
+from worker.state.queue import Enqueuer
+from worker.state.redis_conn import connect
+from worker.state.results import About, Result, ResultStore, error_result
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0

@@ -155,7 +155,7 @@ class Settings:
     @property
     def reduce_slots(self) -> int:
         """Reductions of any size one worker runs at once (small bodies have an express lane
-        besides, ``worker.cpu_slots``). One: reduction is CPU-bound on one event loop, so a second
+        besides, ``worker.runtime.cpu_slots``). One: reduction is CPU-bound on one event loop, so a second
         adds no throughput, only memory and a longer turn of the loop for every other job (each
         reduction runs a slice per turn), and the smallest page waiting goes next anyway."""
         return 1

@@ -3,7 +3,7 @@
 The envelope turns any ``ResearchError`` into the contract's ``{"ok": false, "error": ...}`` result
 in exactly one place. Messages go to the agent: they are the worker's own words plus values it has
 validated (a host, a status, a size), never a key, a credential, page text or server-chosen bytes.
-Foreign exceptions (aiohttp, sockets, TLS) become these classes in one table, ``worker.error_map``.
+Foreign exceptions (aiohttp, sockets, TLS) become these classes in one table, ``worker.net.error_map``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The composition root: where the runtime meets the tools.
 
-The worker (``worker.runtime``) knows only the ``ToolJob`` interface; this module names the tools
+The worker (``worker.runtime.worker``) knows only the ``ToolJob`` interface; this module names the tools
 it runs and builds a worker with them. It is the only module in ``worker/`` that imports ``jobs/``.
 
 It also keeps arq's own convention working: ``arq worker.settings.WorkerSettings`` runs the same
@@ -9,7 +9,7 @@ way to be handed another class, so the Worker it builds is a shell: its start-up
 ``ResearchWorker`` (our tools, the wake-up, per-replica health keys, our signal handling) in the
 same event loop until it stops, then ends the shell the way a signal ends it. ``arq --check
 worker.settings.WorkerSettings`` reads the queue's health key, which every replica refreshes
-(``worker.health``).
+(``worker.state.health``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from aiohttp.abc import AbstractResolver
 from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
-from worker import embedded, health, logs
+from worker import embedded, logs
 from worker.config import ConfigError, Settings
-from worker.envelope import ToolJob, arq_function
-from worker.redis_conn import redis_settings as arq_redis_settings
-from worker.runtime import ResearchWorker
+from worker.runtime.envelope import ToolJob, arq_function
+from worker.runtime.worker import ResearchWorker
 from worker.serialization import dumps, loads
+from worker.state import health
+from worker.state.redis_conn import redis_settings as arq_redis_settings
 
 __all__ = ["ToolFormat", "build_worker", "formatted", "tool_definitions", "tools"]
 

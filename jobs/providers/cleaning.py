@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from jobs.reader.hidden import strip_invisible
 from worker.config import Settings
 from worker.limits import MAX_URL_LENGTH
-from worker.results import Citation
+from worker.state.results import Citation
 
 TITLE_MAX_CHARS = 300
 SNIPPET_MAX_CHARS = 500

@@ -11,7 +11,7 @@ its own key. A key lives in a ``Secret`` and is revealed only to build the Autho
 
 What OpenRouter relays is hostile input (``jobs.providers.upstream`` says how answers are read):
 its error texts go to the log, masked and cut, never into a message for the agent, which names the
-failure and the status only; its usage figures pass ``worker.spend.read_spend``.
+failure and the status only; its usage figures pass ``worker.state.spend.read_spend``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, re
 from worker.config import Secret, Settings, redact_url
 from worker.errors import RateLimited, ResearchError, UpstreamError
 from worker.logs import fields
-from worker.results import Citation
-from worker.spend import Spend, read_spend
+from worker.state.results import Citation
+from worker.state.spend import Spend, read_spend
 
 log = logging.getLogger("research.search")
 

@@ -33,10 +33,10 @@ import orjson
 
 from jobs.providers.base import NOT_EVIDENCE, Deadline, ProviderUnavailable
 from worker.config import Settings
-from worker.error_map import translate
 from worker.errors import RateLimited, ResearchError, Timeout, UpstreamError
 from worker.logs import fields
-from worker.retry_after import retry_after_s
+from worker.net.error_map import translate
+from worker.net.retry_after import retry_after_s
 
 log = logging.getLogger("research.search")
 

@@ -27,10 +27,10 @@ from jobs.reader.content_types import (
 )
 from jobs.reader.cpu_budget import SLICE_S, CpuBudget
 from jobs.reader.hidden import InvisibleStripper
+from jobs.reader.html.reduce import Reducer, Reduction
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import join_blocks, select_full, select_main
-from jobs.reader.pdf import read_pdf
-from jobs.reader.reduce import Reducer, Reduction
+from jobs.reader.pdf.reader import read_pdf
 from worker.errors import UnsupportedContentType
 
 LINK_BATCH = 100

@@ -35,9 +35,9 @@ import re
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from jobs.reader.blocks import Block, Container
-from jobs.reader.reduce import Reduction
-from jobs.reader.vocabulary import (
+from jobs.reader.html.blocks import Block, Container
+from jobs.reader.html.reduce import Reduction
+from jobs.reader.html.vocabulary import (
     ARTICLE,
     ASIDE,
     BOILERPLATE_HINT,

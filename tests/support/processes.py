@@ -15,8 +15,8 @@ from typing import IO
 
 import redis as syncredis
 
-from worker import keys
 from worker.config import Settings
+from worker.state import keys
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from worker.budget import Tool
-from worker.context import JobContext
-from worker.envelope import FunctionTool
 from worker.errors import InvalidRequest
+from worker.runtime.context import JobContext
+from worker.runtime.envelope import FunctionTool
+from worker.state.budget import Tool
 
 
 async def _echo(job: JobContext, args: dict[str, Any]) -> dict[str, Any]:

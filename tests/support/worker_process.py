@@ -10,7 +10,7 @@ from tests.support import loopback
 from tests.support.tools import TEST_TOOLS
 from worker import logs
 from worker.config import Settings
-from worker.runtime import ResearchWorker
+from worker.runtime.worker import ResearchWorker
 from worker.settings import tools
 
 

@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 
 from worker.config import Settings
-from worker.envelope import ToolJob
-from worker.runtime import ResearchWorker
+from worker.runtime.envelope import ToolJob
+from worker.runtime.worker import ResearchWorker
 
 
 @contextlib.asynccontextmanager
@@ -19,7 +19,7 @@ async def running_worker(
     task = asyncio.create_task(worker.async_run())
     try:
         for _ in range(500):
-            if worker.runtime is not None:
+            if worker.runtime.worker is not None:
                 break
             if task.done():
                 task.result()

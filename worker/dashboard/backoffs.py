@@ -1,6 +1,6 @@
 """Hosts the workers are holding fetches back from (a 429 or 503 that asked them to wait).
 
-The politeness layer keeps them in Redis and owns their format (``worker.politeness``); this is the
+The politeness layer keeps them in Redis and owns their format (``worker.state.politeness``); this is the
 one place the dashboard asks it. When the listing cannot be read (a Redis user refused it), the page
 says the list is not available rather than showing an empty list that would look like calm.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from worker import politeness
 from worker.logs import fields
+from worker.state import politeness
 
 log = logging.getLogger("research.dashboard")
 

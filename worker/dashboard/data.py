@@ -20,14 +20,14 @@ from arq.connections import ArqRedis, create_pool
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 
 import worker.dashboard.decode as decode
-from worker import activity, keys
-from worker.claims import parse_lease
 from worker.config import Settings
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
-from worker.redis_conn import redis_settings
-from worker.runtime import HEALTH_INTERVAL_S
+from worker.runtime.claims import parse_lease
+from worker.runtime.worker import HEALTH_INTERVAL_S
 from worker.serialization import dumps, loads
+from worker.state import activity, keys
+from worker.state.redis_conn import redis_settings
 
 MAX_ROWS = 200
 WAITING_ROWS = 20
@@ -303,7 +303,7 @@ async def read_queue(
 
 
 async def read_recent(redis: ArqRedis, settings: Settings, now: float) -> list[RecentRow]:
-    """The workers' lines for the last finished jobs, newest first (``worker.activity``)."""
+    """The workers' lines for the last finished jobs, newest first (``worker.state.activity``)."""
     key = keys.recent(settings.queue_name)
     lines = await redis.lrange(key, 0, activity.RECENT_LIMIT - 1)  # type: ignore[misc]
     return [recent_row(decode.json_object(raw), now) for raw in lines]

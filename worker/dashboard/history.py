@@ -1,4 +1,4 @@
-"""The last hour, read from the workers' minute buckets (``worker.activity``): jobs per minute by
+"""The last hour, read from the workers' minute buckets (``worker.state.activity``): jobs per minute by
 outcome, the deepest queue of each minute, p95 queue wait per minute, and per-tool statistics.
 
 Sixty HGETALLs in one pipeline. The buckets hold counters only, so a percentile here is read from
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
-from worker import activity, keys
-from worker.results import OK
+from worker.state import activity, keys
+from worker.state.results import OK
 
 HOUR_MINUTES = 60
 # Outcomes drawn as their own series; more than this (only garbage could make it) fold into "other".

@@ -16,10 +16,10 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_pre
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
-from worker import keys
 from worker.dashboard.data import RecentRow
 from worker.limits import REPORT_ID
-from worker.results import outcome
+from worker.state import keys
+from worker.state.results import outcome
 
 MAX_JOB_ID = 200
 # What a preview keeps of the result and the arguments: enough to diagnose, never a page's text.

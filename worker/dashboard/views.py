@@ -9,9 +9,9 @@ import dataclasses
 from typing import Any
 
 import worker.dashboard.charts as charts
-from worker import activity
 from worker.dashboard.data import MAX_ROWS, Snapshot
 from worker.dashboard.filters import Filters, outcome_counts, paginate
+from worker.state import activity
 
 REFRESH_S = 5
 

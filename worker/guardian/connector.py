@@ -19,8 +19,8 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from worker.browser_http import BrowserTCPConnector
 from worker.errors import DnsFailure
+from worker.guardian.browser_http import BrowserTCPConnector
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.reasons import Reason
 

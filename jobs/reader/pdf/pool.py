@@ -2,7 +2,7 @@
 
 PDFium inflates content streams whole (a 1 MB decompression bomb costs gigabytes), and it is C
 code fed hostile bytes. So it never runs in the worker: each PDF goes to a child process
-(``jobs.reader.pdf_child``) that holds nothing worth stealing and can open nothing, under a memory
+(``jobs.reader.pdf.child``) that holds nothing worth stealing and can open nothing, under a memory
 limit, a CPU-time limit (both enforced by the kernel inside the child) and a wall-clock limit
 (enforced here). A child that hits a limit or crashes costs its one PDF a clear failure; the next
 PDF gets a fresh child.
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
-from jobs.reader.pdf_wire import (
+from jobs.reader.pdf.wire import (
     REPLY_HEAD,
     Reading,
     Refusal,
@@ -46,7 +46,7 @@ POOL_SIZE = 2
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
 # A child is retired after this many PDFs, so a slow leak inside PDFium cannot build up.
 DOCUMENTS_PER_CHILD = 200
-CHILD_MODULE = "jobs.reader.pdf_child"
+CHILD_MODULE = "jobs.reader.pdf.child"
 EXIT_OUT_OF_MEMORY = 3  # pdf_child's status after a MemoryError
 RETIRE_WAIT_S = 1.0
 

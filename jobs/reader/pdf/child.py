@@ -1,6 +1,6 @@
 """The PDF child process: reads PDFs sent by its worker, one at a time, and answers with their text.
 
-The worker's pool starts it as ``python -I -m jobs.reader.pdf_child MEMORY_BYTES`` with an empty
+The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES`` with an empty
 environment (no keys, no Redis address) and no descriptor but its three pipes. Before it reads
 any PDF it confines itself, so that even a PDF that takes over PDFium finds nothing to use:
 
@@ -25,8 +25,8 @@ import sys
 
 import pypdfium2 as pdfium
 
-from jobs.reader.pdf_text import extract
-from jobs.reader.pdf_wire import PdfRefused, Reading, Refusal, read_request, reply_frame, write_all
+from jobs.reader.pdf.text import extract
+from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal, read_request, reply_frame, write_all
 
 REQUESTS_FD = 0
 REPLIES_FD = 1

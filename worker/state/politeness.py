@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, cast
 
 from redis.exceptions import RedisError
 
-from worker import keys
 from worker.errors import RateLimited, Timeout
-from worker.leases import LEASE_MS, renewed
 from worker.logs import fields
-from worker.queue import blocking_pop
+from worker.state import keys
+from worker.state.leases import LEASE_MS, renewed
+from worker.state.queue import blocking_pop
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -25,7 +25,7 @@ from arq.constants import (
     retry_key_prefix,
 )
 
-from worker import keys
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from worker import keys
 from worker.serialization import dumps
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -25,12 +25,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.activity import JobRun
-from worker.context import JobContext, Runtime
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
 from worker.limits import REPORT_ID
 from worker.logs import fields
-from worker.results import About, Result, error_result, ok_result, outcome, unstored_result
+from worker.runtime.context import JobContext, Runtime
+from worker.state.activity import JobRun
+from worker.state.results import About, Result, error_result, ok_result, outcome, unstored_result
 
 if TYPE_CHECKING:
     from worker.config import Settings

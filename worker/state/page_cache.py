@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, cast
 
 from redis.exceptions import RedisError
 
-from worker import keys
 from worker.errors import HttpStatus, ResearchError, Timeout, UrlNotInMenu
 from worker.guardian.urls import Target, parse_https_url
-from worker.leases import LEASE_MS, renewed
 from worker.logs import fields
-from worker.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
-from worker.politeness import host_of
-from worker.queue import blocking_peek
+from worker.state import keys
+from worker.state.leases import LEASE_MS, renewed
+from worker.state.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
+from worker.state.politeness import host_of
+from worker.state.queue import blocking_peek
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

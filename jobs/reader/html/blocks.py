@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.reader.hidden import InvisibleStripper
-from jobs.reader.vocabulary import DROP, LINK, NOT_TEXT, PRE, TITLE
+from jobs.reader.html.vocabulary import DROP, LINK, NOT_TEXT, PRE, TITLE
 
 # A page with more blocks than this is not a document a reader reads; it stops there, truncated,
 # which bounds the work after reduction (selection, joining) as the CPU budget bounds the rest.

@@ -15,10 +15,10 @@ invisibly, to take up space).
 
 from __future__ import annotations
 
-from jobs.reader import elements as el
-from jobs.reader.blocks import BlockWriter
 from jobs.reader.hidden import attributes_hide
-from jobs.reader.open_elements import (
+from jobs.reader.html import elements as el
+from jobs.reader.html.blocks import BlockWriter
+from jobs.reader.html.open_elements import (
     HTML_POINT,
     MATH,
     MAX_WALK,
@@ -28,7 +28,7 @@ from jobs.reader.open_elements import (
     Open,
     OpenElements,
 )
-from jobs.reader.vocabulary import DROP, HIDDEN, NOT_TEXT
+from jobs.reader.html.vocabulary import DROP, HIDDEN, NOT_TEXT
 
 _TEXT_POINTS = frozenset({"mi", "mo", "mn", "ms", "mtext"})
 _SVG_POINTS = frozenset({"foreignObject", "desc", "title"})

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 
-from jobs.reader.blocks import BlockWriter
 from jobs.reader.hidden import attributes_hide
-from jobs.reader.open_elements import Open, OpenElements
-from jobs.reader.vocabulary import DROP, HIDDEN
+from jobs.reader.html.blocks import BlockWriter
+from jobs.reader.html.open_elements import Open, OpenElements
+from jobs.reader.html.vocabulary import DROP, HIDDEN
 
 # Bootstrap, Tailwind, WordPress, Drupal, Foundation, GOV.UK and the like, with their prefixes.
 _SCREEN_READER_ONLY = re.compile(

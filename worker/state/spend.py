@@ -21,20 +21,32 @@ import datetime as dt
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
 
-from worker import keys
 from worker.logs import fields
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from worker.config import Settings
-    from worker.context import Runtime
+    from worker.metrics import Metrics
 
 log = logging.getLogger("research.spend")
+
+
+class Recorder(Protocol):
+    """What recording a search needs of the runtime (state does not import the runtime)."""
+
+    @property
+    def redis(self) -> Redis: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def metrics(self) -> Metrics: ...
+
 
 # Searches without an org id are attributed to this name. It cannot collide with a real org id:
 # those are validated to letters, digits and -_.: only, and parentheses are not among them.
@@ -118,7 +130,7 @@ def utc_day(now: dt.datetime | None = None) -> str:
 
 
 async def record_search(
-    runtime: Runtime,
+    runtime: Recorder,
     report_id: str,
     org_id: str | None,
     spend: Spend,

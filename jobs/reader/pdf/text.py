@@ -1,6 +1,6 @@
 """A PDF's bytes to the text its reader sees, page by page, with PDFium (through pypdfium2).
 
-This runs inside a PDF child process (``jobs.reader.pdf_child``), never in the worker: PDFium is C
+This runs inside a PDF child process (``jobs.reader.pdf.child``), never in the worker: PDFium is C
 code fed hostile bytes, and it inflates streams whole. Pages are read in order until the text
 reaches the character cap (pages after it are not even loaded) or the CPU budget is spent; text a
 reader would not see is dropped by the rules in ``pdf_visibility`` and counted.
@@ -22,7 +22,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
 from jobs.reader.hidden import strip_invisible
-from jobs.reader.pdf_visibility import (
+from jobs.reader.pdf.visibility import (
     MIN_VISIBLE_ALPHA,
     STROKE_MODES,
     Box,
@@ -32,7 +32,7 @@ from jobs.reader.pdf_visibility import (
     near_white,
     placement,
 )
-from jobs.reader.pdf_wire import PdfRefused, Reading, Refusal
+from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal
 
 MAX_TITLE = 1000
 MAX_URIS_PER_PAGE = 1000

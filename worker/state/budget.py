@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, cast
 
-from worker import keys
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from worker import keys
 from worker.logs import fields
 from worker.serialization import dumps, loads
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass
 
 from jobs.reader.links import urls_in_text
-from jobs.reader.pdf_pool import ChildFailed, Failure, Limits, default_pool
-from jobs.reader.pdf_wire import Reading, Refusal
+from jobs.reader.pdf.pool import ChildFailed, Failure, Limits, default_pool
+from jobs.reader.pdf.wire import Reading, Refusal
 from worker.errors import UnsupportedContentType
 from worker.logs import fields
 

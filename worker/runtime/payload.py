@@ -81,7 +81,7 @@ def read_payload(raw: bytes, functions: Collection[str]) -> JobPayload:
 
 def _report_id(args: object, kwargs: object) -> str | None:
     """The job's report id when one can be read, for the result of a job refused for another reason."""
-    from worker.envelope import parse_report_id
+    from worker.runtime.envelope import parse_report_id
 
     candidate = kwargs.get("report_id") if isinstance(kwargs, dict) else None
     if candidate is None and isinstance(args, list) and args:

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
-from worker import keys
 from worker.guardian.urls import canonical_url
 from worker.logs import fields
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

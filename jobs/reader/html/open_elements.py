@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.reader import elements as el
-from jobs.reader.blocks import BlockWriter, Container, Context
-from jobs.reader.vocabulary import HIDDEN
+from jobs.reader.html import elements as el
+from jobs.reader.html.blocks import BlockWriter, Container, Context
+from jobs.reader.html.vocabulary import HIDDEN
 
 LISTS = frozenset({"ol", "ul", "menu"})
 DEFINITION_LISTS = frozenset({"dl"})

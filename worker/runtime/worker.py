@@ -5,9 +5,9 @@
 - the wait between polls: an idle worker blocks on the queue's wake list, so a job enqueued through
   ``Enqueuer`` starts within a millisecond, while an idle worker sends Redis about two commands a
   second. arq's fixed poll remains the fallback for jobs enqueued by plain arq clients;
-- claims are leases (``worker.claims``): renewed every few seconds while the job runs, so a dead
+- claims are leases (``worker.runtime.claims``): renewed every few seconds while the job runs, so a dead
   worker's jobs run again elsewhere seconds later, and finished only by the worker that holds them;
-- a payload is checked before arq reads it (``worker.payload``): a malformed job gets an
+- a payload is checked before arq reads it (``worker.runtime.payload``): a malformed job gets an
   ``invalid_request`` result and leaves the queue, and never stops a worker;
 - every job ends with a result: arq's own failures (retries used up, a payload that expired, its
   timeout) get one too, and nothing a job does can end the worker's poll loop.
@@ -31,22 +31,23 @@ from arq.jobs import serialize_result
 from arq.worker import Function, Worker
 from redis.exceptions import RedisError
 
-from worker import activity, health, keys, metrics_server
-from worker.budget import Budgets
-from worker.claims import LEASE_MS, JobLeases
 from worker.config import ConfigError, Settings
-from worker.context import Runtime
-from worker.cpu_slots import CpuSlots
-from worker.envelope import MAX_TRIES, ToolJob, arq_function, parse_report_id, write_result
 from worker.errors import ErrorKind, InternalError, MissingReportId, ResearchError
 from worker.logs import fields
-from worker.menu import Menu
 from worker.metrics import UNKNOWN_TOOL, Metrics
-from worker.payload import MalformedJob, read_payload
-from worker.queue import Claimed, Claimer, blocking_pop
-from worker.redis_conn import connect
-from worker.results import Result, ResultStore, error_result, outcome
+from worker.runtime import metrics_server
+from worker.runtime.claims import LEASE_MS, JobLeases
+from worker.runtime.context import Runtime
+from worker.runtime.cpu_slots import CpuSlots
+from worker.runtime.envelope import MAX_TRIES, ToolJob, arq_function, parse_report_id, write_result
+from worker.runtime.payload import MalformedJob, read_payload
 from worker.serialization import dumps, loads
+from worker.state import activity, health, keys
+from worker.state.budget import Budgets
+from worker.state.menu import Menu
+from worker.state.queue import Claimed, Claimer, blocking_pop
+from worker.state.redis_conn import connect
+from worker.state.results import Result, ResultStore, error_result, outcome
 
 log = logging.getLogger("research.worker")
 
@@ -56,7 +57,7 @@ SLOT_FREED = object()
 HEALTH_INTERVAL_S = 5.0
 HEALTH_TTL_S = 3 * HEALTH_INTERVAL_S
 MAX_REDIS_BACKOFF_S = 5.0
-# Wake tokens one wake-up may take (worker.queue.CLAIM_WOKEN_SCRIPT).
+# Wake tokens one wake-up may take (worker.state.queue.CLAIM_WOKEN_SCRIPT).
 WAKE_BATCH = 32
 
 

@@ -3,8 +3,8 @@
 The payload is arq's own job format, so any arq client can enqueue too (a worker picks such jobs
 up at its fallback poll). This path also pushes the job id onto the queue's wake list in the same
 script, so an idle worker blocked on that list claims that very job within a millisecond. Every
-claim is a lease (``worker.claims``) and brings the job's payload back, for the worker to check
-before arq reads it (``worker.payload``).
+claim is a lease (``worker.runtime.claims``) and brings the job's payload back, for the worker to check
+before arq reads it (``worker.runtime.payload``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 
-from worker import keys
 from worker.logs import fields
 from worker.serialization import dumps
+from worker.state import keys
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -51,7 +51,7 @@ return {1, replicas}
 
 # The same decision arq makes with WATCH/EXISTS/ZSCORE/MULTI/EXEC, in one atomic step: a job is
 # claimed when nobody holds its lease, it is still queued, and it is due. The claim is a lease
-# (worker.claims) whose value names this worker; the job's payload comes back with it, so the
+# (worker.runtime.claims) whose value names this worker; the job's payload comes back with it, so the
 # worker checks the payload before arq reads it. KEYS: in-progress key, queue, job key. ARGV: job
 # id, now ms, lease ms, lease value. Returns {score, payload or nil}, or nil when not claimed.
 CLAIM_SCRIPT = """

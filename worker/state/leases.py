@@ -22,7 +22,7 @@ log = logging.getLogger("research.leases")
 
 # Short, because a lapsed lease is what hands a dead worker's page flight or host slot to the next
 # job: a waiter takes over within this plus its check interval. A job's own claim lease is longer
-# (worker/claims.py), so a page flight is taken over before its dead fetcher's job is re-run.
+# (worker/runtime/claims.py), so a page flight is taken over before its dead fetcher's job is re-run.
 LEASE_MS = 3_000
 # Three renewals per lease time: one late beat (a slow Redis, a long collection) loses nothing.
 RENEW_EVERY_S = LEASE_MS / 1000 / 3

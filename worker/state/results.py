@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from redis.exceptions import WatchError
 
-from worker import activity, keys
 from worker.errors import ErrorKind, ResearchError
-from worker.queue import blocking_peek
 from worker.serialization import dumps, loads
+from worker.state import activity, keys
+from worker.state.queue import blocking_peek
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from worker.budget import Tool
 from worker.errors import BudgetExhausted
+from worker.state.budget import Tool
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from worker.budget import Budgets
     from worker.config import Settings
-    from worker.cpu_slots import CpuSlots
-    from worker.menu import Menu
     from worker.metrics import Metrics
-    from worker.results import ResultStore
+    from worker.runtime.cpu_slots import CpuSlots
+    from worker.state.budget import Budgets
+    from worker.state.menu import Menu
+    from worker.state.results import ResultStore
 
 
 @dataclass

@@ -18,13 +18,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from jobs.reader import elements as el
-from jobs.reader.blocks import Block, BlockWriter, Container, Context
-from jobs.reader.foreign import ForeignContent
-from jobs.reader.open_elements import MATH, SVG, OpenElements
-from jobs.reader.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
-from jobs.reader.visibility import SelectDisplay, hiding_bits
-from jobs.reader.vocabulary import (
+from jobs.reader.html import elements as el
+from jobs.reader.html.blocks import Block, BlockWriter, Container, Context
+from jobs.reader.html.foreign import ForeignContent
+from jobs.reader.html.open_elements import MATH, SVG, OpenElements
+from jobs.reader.html.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
+from jobs.reader.html.visibility import SelectDisplay, hiding_bits
+from jobs.reader.html.vocabulary import (
     ARTICLE,
     CONTENT_HINT,
     DROP,

@@ -1,0 +1,1 @@
+"""HTML to blocks: the tokenizer and the streaming reducer with its parts (open elements, foreign, seen)."""
