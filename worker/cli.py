@@ -149,7 +149,15 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
         _run_job(
             args,
             settings,
-            lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
+            lambda client: client.fetch(
+                report_id,
+                args.url,
+                extract=args.extract,
+                fresh=args.fresh,
+                offset=args.offset,
+                max_chars=args.max_chars,
+                find=args.find,
+            ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
             what="fetch_page",
@@ -417,7 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch",
         "enqueue a fetch_page job, wait, and print its result JSON on stdout",
         "  research-worker fetch https://example.org/ --report r-1 --seed\n"
-        "  research-worker fetch https://example.org/paper.pdf --report r-1 --extract full --wait 60",
+        "  research-worker fetch https://example.org/paper.pdf --report r-1 --extract full --wait 60\n"
+        "  research-worker fetch https://example.org/paper.pdf --report r-1 --offset 40000\n"
+        '  research-worker fetch https://example.org/paper.pdf --report r-1 --find "going concern"',
         cmd_fetch,
     )
     fetch.add_argument("url", metavar="URL", help="the https URL to fetch")
@@ -429,6 +439,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    fetch.add_argument(
+        "--offset", type=int, metavar="N", help="start at this character of the whole text (a next_offset)"
+    )
+    fetch.add_argument("--max-chars", type=int, metavar="N", help="return at most N characters of text")
+    fetch.add_argument(
+        "--find", metavar="TEXT", help="return the passages of the whole document that contain TEXT"
+    )
     _waiting_options(fetch)
 
     search = command(

@@ -155,10 +155,24 @@ class ResearchClient:
             kwargs["org_id"] = org_id
         return await self.run("web_search", kwargs)
 
-    async def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+    async def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        offset: int | None = None,
+        max_chars: int | None = None,
+        find: str | None = None,
+    ) -> Result:
+        """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``;
+        arguments left out take the job's defaults."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
+        optional = {"offset": offset, "max_chars": max_chars, "find": find}
+        kwargs.update({name: value for name, value in optional.items() if value is not None})
         return await self.run("fetch_page", kwargs)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
@@ -358,8 +372,22 @@ class SyncResearchClient:
     def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
-    def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
-        return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh))
+    def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        offset: int | None = None,
+        max_chars: int | None = None,
+        find: str | None = None,
+    ) -> Result:
+        return self._submit(
+            self._client.fetch(
+                report_id, url, extract, fresh=fresh, offset=offset, max_chars=max_chars, find=find
+            )
+        )
 
     def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         return self._submit(self._client.seed_urls(report_id, urls))

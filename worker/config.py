@@ -117,6 +117,7 @@ class Settings:
     fetch_max_bytes: int = 2_097_152
     fetch_max_pdf_bytes: int = 16_777_216
     fetch_max_chars: int = 40_000
+    read_budget_chars: int = 2_000_000
     fetch_max_redirects: int = 5
     fetch_timeout_s: float = 20.0
     search_timeout_s: float = 60.0
@@ -200,6 +201,7 @@ class Settings:
             fetch_max_bytes=e.integer("RESEARCH_FETCH_MAX_BYTES", cls.fetch_max_bytes, minimum=1),
             fetch_max_pdf_bytes=e.integer("RESEARCH_FETCH_MAX_PDF_BYTES", cls.fetch_max_pdf_bytes, minimum=1),
             fetch_max_chars=e.integer("RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1),
+            read_budget_chars=e.integer("RESEARCH_READ_BUDGET_CHARS", cls.read_budget_chars, minimum=0),
             fetch_max_redirects=e.integer("RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0),
             fetch_timeout_s=e.seconds("RESEARCH_FETCH_TIMEOUT_S", cls.fetch_timeout_s),
             search_timeout_s=e.seconds("RESEARCH_SEARCH_TIMEOUT_S", cls.search_timeout_s),

@@ -132,3 +132,13 @@ def spend_org_pattern() -> str:
 
 def budget_pattern() -> str:
     return f"{PREFIX}budget:*"
+
+
+def document(digest: str) -> str:
+    """A kept document: its page record and its whole text in each format, in compressed chunks."""
+    return f"{PREFIX}doc:{digest}"
+
+
+def documents(report_id: str) -> str:
+    """A hash per report: which kept document each (extract, canonical URL) it fetched reads from."""
+    return f"{PREFIX}docs:{report_id}"
