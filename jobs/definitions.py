@@ -165,7 +165,7 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
                     "minimum": 0,
                     "maximum": MAX_DOCUMENT_CHARS,
                     "default": 0,
-                    "description": "Where in the whole text to start (a next_offset, or one of page_offsets).",
+                    "description": "Where in the whole text to start: a next_offset, or a page offset.",
                 },
                 "max_chars": {
                     "type": "integer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from hypothesis import given
@@ -75,6 +76,20 @@ def test_folding_maps_every_folded_character_back_to_the_same_letter(text: str) 
             assert source.isspace()
         else:
             assert char == source.lower() or char == source
+
+
+@given(SEAMY)
+def test_folding_collapses_whitespace_as_a_regular_expression_would(text: str) -> None:
+    lowered = fold(text).lowered
+    assert fold(text).text == re.sub(r"\s+", " ", lowered)
+
+
+@given(st.integers(1, 3), st.sampled_from([" ", "\n", "a"]), st.sampled_from([" ", "\t", "b"]))
+def test_folding_carries_a_whitespace_run_across_its_blocks(blocks: int, last: str, first: str) -> None:
+    from jobs.reader.pieces import FOLD_BLOCK
+
+    text = ("x" * (FOLD_BLOCK - 1) + last + first) * blocks
+    assert fold(text).text == re.sub(r"\s+", " ", text.lower())
 
 
 WORDS = st.lists(

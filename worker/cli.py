@@ -238,12 +238,15 @@ def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
 async def _budget(settings: Settings, report_id: str) -> int:
     from worker.state.budget import Budgets
     from worker.state.menu import Menu
+    from worker.state.read_budget import ReadBudget
     from worker.state.spend import report_spend
 
     settings, found = _locate(settings)
     redis = await reach(found, settings, REACH_S)
     try:
         usage, ttl = await Budgets(redis, settings).usage(report_id)
+        reads = ReadBudget(redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s)
+        read = await reads.used(report_id)
         print_json(
             {
                 "report_id": report_id,
@@ -251,6 +254,7 @@ async def _budget(settings: Settings, report_id: str) -> int:
                     tool.value: {"used": u.used, "limit": u.limit, "remaining": u.remaining}
                     for tool, u in usage.items()
                 },
+                "read_chars": {"used": read, "limit": reads.limit, "remaining": max(0, reads.limit - read)},
                 "window_s": settings.budget_window_s,
                 "expires_in_s": ttl if ttl >= 0 else None,
                 "menu_size": await Menu(redis, settings).size(report_id),
