@@ -429,8 +429,6 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch",
         "enqueue a fetch_page job, wait, and print its result JSON on stdout",
         "  research-worker fetch https://example.org/ --report r-1 --seed\n"
-        "  research-worker fetch https://example.org/paper.pdf --report r-1 --extract full --wait 60\n"
-        "  research-worker fetch https://example.org/paper.pdf --report r-1 --offset 40000\n"
         '  research-worker fetch https://example.org/paper.pdf --report r-1 --find "going concern"',
         cmd_fetch,
     )
@@ -444,11 +442,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
     fetch.add_argument(
-        "--offset", type=int, metavar="N", help="start at this character of the whole text (a next_offset)"
+        "--offset",
+        type=int,
+        metavar="N",
+        help="start at this character of the whole text, such as a result's next_offset (default: 0)",
     )
-    fetch.add_argument("--max-chars", type=int, metavar="N", help="return at most N characters of text")
     fetch.add_argument(
-        "--find", metavar="TEXT", help="return the passages of the whole document that contain TEXT"
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="return at most N characters of text (default: RESEARCH_FETCH_MAX_CHARS, 40,000)",
+    )
+    fetch.add_argument(
+        "--find",
+        metavar="TEXT",
+        help="return the passages of the whole document that contain TEXT (default: read the text)",
     )
     _waiting_options(fetch)
 
