@@ -25,11 +25,13 @@ from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
+from jobs.robots import Robots
 from worker.config import Settings
-from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
+from worker.errors import DomainNotAllowed, GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
+from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
+from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.net.cache_control import may_store
@@ -39,6 +41,7 @@ from worker.state.menu import Menu
 from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
+from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
@@ -87,6 +90,8 @@ class _Parts:
     fetcher: Fetcher  # the guarded session
     pages: PageCache
     hosts: Politeness
+    domains: ReportDomains  # the deployment's domain lists, narrowed per report
+    robots: Robots | None  # robots.txt, when the operator turned it on
 
 
 class FetchPageTool:
@@ -125,10 +130,13 @@ class FetchPageTool:
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
             max_redirects=settings.fetch_max_redirects,
         )
+        session = guarded_session(settings, policy, self._resolver)
         self._parts = _Parts(
-            fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
+            fetcher=Fetcher(session, policy, limits),
             pages=PageCache(runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
+            domains=report_domains(runtime.redis, settings),
+            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
         )
         self._parts.hosts.start()
 
@@ -146,15 +154,21 @@ class FetchPageTool:
         try:
             target = check_url(request.url, parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
+            domains = await parts.domains.policy(job.report_id)
+            require_domain(domains, target)
+            if parts.robots is not None:
+                await parts.robots.check(target, until)
             await job.charge(Tool.FETCH)
             served = await parts.pages.serve(
                 target,
                 request.extract,
                 fresh=request.fresh,
                 until=until,
-                may_follow=menu_rule(menu, job.report_id),
+                may_follow=hop_rule(menu, job.report_id, domains),
                 fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
             )
+            # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
+            require_domain(domains, parse_https_url(served.page.final_url))
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
@@ -268,6 +282,24 @@ async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:
             "this report has not seen that URL: fetch the url of a search result, a link from a "
             "fetched page, or a URL from the briefing"
         )
+
+
+def require_domain(domains: DomainPolicy, target: Target) -> None:
+    refusal = domains.refusal(target.host)
+    if refusal is not None:
+        raise DomainNotAllowed(f"{refusal}, so this deployment does not fetch from it")
+
+
+def hop_rule(menu: Menu, report_id: str, domains: DomainPolicy) -> HopRule:
+    """A redirect to another site: its host must pass the domain lists (else domain_not_allowed),
+    and its URL must be on the report's menu."""
+    on_menu = menu_rule(menu, report_id)
+
+    async def may_follow(current: Target, following: Target) -> bool:
+        require_domain(domains, following)
+        return await on_menu(current, following)
+
+    return may_follow
 
 
 def menu_rule(menu: Menu, report_id: str) -> HopRule:

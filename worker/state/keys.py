@@ -132,3 +132,13 @@ def spend_org_pattern() -> str:
 
 def budget_pattern() -> str:
     return f"{PREFIX}budget:*"
+
+
+def domains(report_id: str) -> str:
+    """A report's own domain lists (``allowed``, ``blocked``: orjson lists of canonical domains)."""
+    return f"{PREFIX}domains:{report_id}"
+
+
+def robots(host: str, port: int) -> str:
+    """One site's robots.txt verdicts as read (orjson), shared by every worker for its freshness."""
+    return f"{PREFIX}robots:{host}:{port}"
