@@ -32,7 +32,7 @@ from arq.jobs import SerializationError
 from worker import embedded
 from worker.config import ClientSettings, Settings
 from worker.errors import InvalidRequest, Timeout
-from worker.guardian.domains import DomainListError
+from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
 from worker.runtime.envelope import parse_report_id
@@ -41,6 +41,7 @@ from worker.state import health, keys
 from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
+from worker.state.report_domains import ReportDomains
 from worker.state.results import About, Result, ResultStore, error_result
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
