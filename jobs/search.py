@@ -135,10 +135,15 @@ class WebSearchTool:
 
 
 def on_allowed_domain(domains: DomainPolicy, url: str) -> bool:
+    """Whether a result's host passes the domain lists (with lists set, an unreadable one does not)."""
+    if domains.unrestricted:
+        return True
+    scheme, sep, rest = url.partition("://")
     try:
-        return domains.refusal(parse_https_url(url).host) is None
+        host = parse_https_url(f"https://{rest}" if sep and scheme.lower() == "http" else url).host
     except (DestinationBlocked, SchemeNotAllowed):
         return False
+    return domains.refusal(host) is None
 
 
 def ready_fallback(providers: Providers, request: SearchRequest) -> Provider | None:

@@ -64,6 +64,10 @@ class DomainPolicy:
     blocked: frozenset[str] = frozenset()
     allowed: tuple[frozenset[str], ...] = ()
 
+    @property
+    def unrestricted(self) -> bool:
+        return not self.blocked and not any(self.allowed)
+
     def refusal(self, host: str) -> str | None:
         """Why ``host`` may not be fetched, in the worker's words; None when it may."""
         if covers(self.blocked, host):

@@ -116,6 +116,11 @@ def host_backoffs(queue_name: str) -> str:
     return f"{PREFIX}host-backoffs:{queue_name}"
 
 
+def host_backoff_causes(queue_name: str) -> str:
+    """A hash: for each host backing off, what started its hold (``status:unix ms``)."""
+    return f"{PREFIX}host-backoff-causes:{queue_name}"
+
+
 def spend_org_day(org_id: str, usage_source: str, day: str) -> str:
     """Search spend per organization, usage source and UTC day."""
     return f"{PREFIX}spend:org:{org_id}:{usage_source}:{day}"
