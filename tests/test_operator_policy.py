@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,43 @@ def test_the_user_agent_points_site_owners_at_a_page_that_exists() -> None:
     assert url.endswith("/docs/site-owners.md")
     page = Path(__file__).resolve().parents[1] / "docs" / "site-owners.md"
     assert "RESEARCH_ROBOTS" in page.read_text() and "robots.txt" in page.read_text()
+
+
+async def test_search_results_on_refused_domains_never_reach_the_agent_nor_the_menu(
+    settings: Settings, token: str, report: str, redis: aioredis.Redis
+) -> None:
+    from jobs.search import WebSearchTool
+    from tests.support.fake_openrouter import KEY, completion, fake_openrouter, url_citation
+    from worker.config import Secret
+    from worker.state.menu import Menu
+
+    async with fake_openrouter() as fake:
+        tuned = dataclasses.replace(
+            settings,
+            openrouter_base_url=fake.base_url,
+            openrouter_api_key=Secret(KEY),
+            blocked_domains=frozenset({"blocked.example"}),
+        )
+        fake.will(
+            completion(
+                [
+                    url_citation("https://kept.example/a", "Kept", "A."),
+                    url_citation("https://news.blocked.example/b", "Blocked", "B."),
+                    url_citation("https://evil-blocked.example/c", "Lookalike", "C."),
+                    url_citation("https://narrowed.example/d", "Narrowed", "D."),
+                ]
+            )
+        )
+        async with (
+            running_worker(tuned, [WebSearchTool()]),
+            ResearchClient(settings=tuned, job_id_prefix=f"{token}-", wait_s=20) as client,
+        ):
+            await client.set_domains(report, blocked=["narrowed.example"])
+            result = await client.search(report, "who owns the company", max_results=10)
+    assert [r["url"] for r in result["results"]] == [
+        "https://kept.example/a",
+        "https://evil-blocked.example/c",
+    ]
+    menu = Menu(redis, tuned)
+    assert not await menu.contains(report, "https://news.blocked.example/b")
+    assert await menu.contains(report, "https://kept.example/a")
