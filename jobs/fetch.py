@@ -29,11 +29,13 @@ from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
+from jobs.robots import Robots
 from worker.config import Settings
-from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
+from worker.errors import DomainNotAllowed, GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
+from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
+from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
 from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.net.cache_control import may_store
@@ -45,6 +47,7 @@ from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
 from worker.state.read_budget import ReadBudget
+from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
@@ -142,6 +145,8 @@ class _Parts:
     hosts: Politeness
     documents: KeptDocuments  # whole texts, for the continuations of the reports that fetched them
     reads: ReadBudget
+    domains: ReportDomains  # the deployment's domain lists, narrowed per report
+    robots: Robots | None  # robots.txt, when the operator turned it on
 
 
 class FetchPageTool:
@@ -180,14 +185,17 @@ class FetchPageTool:
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
             max_redirects=settings.fetch_max_redirects,
         )
+        session = guarded_session(settings, policy, self._resolver)
         self._parts = _Parts(
-            fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
+            fetcher=Fetcher(session, policy, limits),
             pages=PageCache(runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
             documents=KeptDocuments(runtime.redis, ttl_s=settings.budget_window_s),
             reads=ReadBudget(
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
+            domains=report_domains(runtime.redis, settings),
+            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
         )
         self._parts.hosts.start()
 
@@ -204,6 +212,8 @@ class FetchPageTool:
         try:
             target = check_url(request.url, parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
+            domains = await parts.domains.policy(job.report_id)
+            require_domain(domains, target)
             refetched = False
             if request.continues:
                 kept = await parts.documents.lookup(job.report_id, request.extract, target.url)
@@ -212,8 +222,12 @@ class FetchPageTool:
                         return await self._continue(job, parts, request, kept)
                 # Fetched before but no longer kept: fetched again, charged again, and said so.
                 refetched = kept is not None
+            if parts.robots is not None:
+                await parts.robots.check(target, job.deadline - DEADLINE_MARGIN_S)
             await job.charge(Tool.FETCH)
-            page, cached, source = await self._first(job, parts, request, target, fresh=refetched)
+            page, cached, source = await self._first(job, parts, request, target, domains, fresh=refetched)
+            # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
+            require_domain(domains, parse_https_url(page.final_url))
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
@@ -225,7 +239,14 @@ class FetchPageTool:
         return with_text(page_fields(page, cached=cached), text, refetched=refetched)
 
     async def _first(
-        self, job: JobContext, parts: _Parts, request: FetchRequest, target: Target, *, fresh: bool
+        self,
+        job: JobContext,
+        parts: _Parts,
+        request: FetchRequest,
+        target: Target,
+        domains: DomainPolicy,
+        *,
+        fresh: bool,
     ) -> tuple[Page, bool, Source]:
         """A first fetch (from the network or the page cache), its document kept for this report."""
         until = job.deadline - DEADLINE_MARGIN_S
@@ -237,7 +258,7 @@ class FetchPageTool:
                 request.extract,
                 fresh=request.fresh or fresh or attempt > 0,
                 until=until,
-                may_follow=menu_rule(job.runtime.menu, job.report_id),
+                may_follow=hop_rule(job.runtime.menu, job.report_id, domains),
                 fetch=read,
             )
             page = served.page
@@ -395,6 +416,24 @@ async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:
             "this report has not seen that URL: fetch the url of a search result, a link from a "
             "fetched page, or a URL from the briefing"
         )
+
+
+def require_domain(domains: DomainPolicy, target: Target) -> None:
+    refusal = domains.refusal(target.host)
+    if refusal is not None:
+        raise DomainNotAllowed(f"{refusal}, so this deployment does not fetch from it")
+
+
+def hop_rule(menu: Menu, report_id: str, domains: DomainPolicy) -> HopRule:
+    """A redirect to another site: its host must pass the domain lists (else domain_not_allowed),
+    and its URL must be on the report's menu."""
+    on_menu = menu_rule(menu, report_id)
+
+    async def may_follow(current: Target, following: Target) -> bool:
+        require_domain(domains, following)
+        return await on_menu(current, following)
+
+    return may_follow
 
 
 def menu_rule(menu: Menu, report_id: str) -> HopRule:

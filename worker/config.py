@@ -25,7 +25,7 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_SEARCH_MODEL = "openai/gpt-4.1-nano"
 DEFAULT_USER_AGENT = (
-    "research-worker/0.1 (+https://github.com/research-worker/research-worker#for-site-owners)"
+    "research-worker/0.1 (+https://github.com/research-worker/research-worker/blob/main/docs/site-owners.md)"
 )
 
 # Search runs on cheap models only: a search is a citation lookup, and the model's prose is thrown
@@ -128,6 +128,9 @@ class Settings:
     guardian_allow_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_bundle: str | None = None
     url_menu: bool = True
+    blocked_domains: frozenset[str] = frozenset()
+    allowed_domains: frozenset[str] = frozenset()  # empty: every domain the guardian allows
+    robots: bool = False
     metrics_port: int | None = None
     dashboard_auth: tuple[str, Secret] | None = None
     openrouter_api_key: Secret = field(default_factory=lambda: Secret(""))
@@ -212,6 +215,9 @@ class Settings:
             guardian_allow_cidrs=e.parse("RESEARCH_GUARDIAN_ALLOW_CIDRS", (), _parse_cidrs),
             ca_bundle=e.parse("RESEARCH_CA_BUNDLE", None, _readable_file),
             url_menu=e.switch("RESEARCH_URL_MENU", True),
+            blocked_domains=e.parse("RESEARCH_BLOCKED_DOMAINS", frozenset(), _parse_domains),
+            allowed_domains=e.parse("RESEARCH_ALLOWED_DOMAINS", frozenset(), _parse_domains),
+            robots=e.switch("RESEARCH_ROBOTS", False),
             metrics_port=e.parse("RESEARCH_METRICS_PORT", None, _port),
             dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, _user_password),
             openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
@@ -373,6 +379,12 @@ def _non_negative_seconds(raw: str) -> float:
     if raw.strip() in {"0", "0.0"}:
         return 0.0
     return _positive_seconds(raw)
+
+
+def _parse_domains(raw: str) -> frozenset[str]:
+    from worker.guardian.domains import parse_domain_list
+
+    return parse_domain_list(raw)
 
 
 def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
