@@ -40,13 +40,12 @@ from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
-from worker.state.budget import Tool
+from worker.state.budget import ReadBudget, Tool
 from worker.state.documents import Kept, KeptDocuments
 from worker.state.menu import Menu
 from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
-from worker.state.read_budget import ReadBudget
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import About, FetchPage
 

@@ -28,9 +28,8 @@ from tests.support.tls import TestCA, serve
 from worker.cli import Exit, HelpFormatter, build_parser
 from worker.config import Settings
 from worker.state import keys
-from worker.state.budget import Budgets, Tool
+from worker.state.budget import Budgets, ReadBudget, Tool
 from worker.state.menu import Menu
-from worker.state.read_budget import ReadBudget
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

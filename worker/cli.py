@@ -236,9 +236,8 @@ def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _budget(settings: Settings, report_id: str) -> int:
-    from worker.state.budget import Budgets
+    from worker.state.budget import Budgets, ReadBudget
     from worker.state.menu import Menu
-    from worker.state.read_budget import ReadBudget
     from worker.state.spend import report_spend
 
     settings, found = _locate(settings)
