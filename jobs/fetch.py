@@ -188,7 +188,9 @@ class FetchPageTool:
                 "dropped links the URL parser could not read",
                 extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
-        return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
+        # A page cut by CPU time or the deadline is served to this job only (worker.state.page_cache).
+        storable = may_store(fetched.cache_control) and not document.out_of_time
+        return Fresh(page_of(target, fetched, document), storable=storable)
 
     async def _fetch(
         self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float

@@ -50,6 +50,10 @@ class Document:
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
+    # The reading stopped at its CPU budget (or the job's deadline, which shortens the budget):
+    # another worker with time to spare would read more, so such a page is never shared. A cut at
+    # the byte or character caps is the same for every worker, and may be.
+    out_of_time: bool = False
 
 
 async def build_document(
@@ -77,6 +81,7 @@ async def build_document(
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
+            out_of_time=pdf.out_of_time,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
@@ -94,6 +99,7 @@ async def build_document(
             hidden_removed=invisible,
             extraction="full",
             unresolved_links=resolver.unresolved,
+            out_of_time=not complete,
         )
     reduction = await reduce_html(decoded, budget)
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
@@ -110,6 +116,8 @@ async def build_document(
         hidden_removed=reduction.hidden_removed,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
+        # Not complete is the budget or the block cap; only the budget is a matter of time.
+        out_of_time=not reduction.complete and budget.exhausted,
     )
 
 
