@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
-from hypothesis import given, settings as hypothesis_settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from jobs.reader.document import build_document
