@@ -210,7 +210,10 @@ class FetchPageTool:
             try:
                 return await parts.fetcher.get(target, noting)
             except HttpStatus as answer:
-                await parts.hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
+                status = answer.status or 0
+                asked = await parts.hosts.hold_if_asked(answering[-1], status, answer.retry_after_s)
+                if (late := parts.hosts.past_deadline(answering[-1], status, asked, until)) is not None:
+                    raise late from None
                 raise
 
     def _started(self) -> _Parts:
