@@ -14,9 +14,12 @@ be on its menu), because another report's fetch followed those hops under anothe
 
 What is kept, and for how long: a page for ``cache_ttl_s``, unless its response said
 ``Cache-Control: no-store`` or ``private`` or its entry is larger than ``MAX_ENTRY_BYTES``; a 404
-or 410 for ``GONE_TTL_S``; no other failure. A flight's outcome (whatever it is) goes to the jobs
-waiting on it at that moment, even when it is not kept. The cache's total size is bounded by
-``MAX_CACHE_BYTES``: the pages closest to expiry are evicted first to make room.
+or 410 for ``GONE_TTL_S``; no other failure, and no page cut short by CPU time or a deadline (the
+tool marks those not storable). A flight's outcome (whatever it is) goes to the jobs waiting on it
+at that moment, even when it is not kept. The cache's total size is bounded by ``MAX_CACHE_BYTES``
+and by Redis's own memory (``worker.state.memory``): it takes at most half of ``maxmemory``, never
+the headroom that results, budgets and health need, and sheds its own entries (closest to expiry
+first) when Redis is near full or refuses a write.
 
 The deployment is one Redis (or a Sentinel pair), never Cluster: the store script evicts keys
 named by the index, which Cluster would refuse.
@@ -25,6 +28,7 @@ named by the index, which Cluster would refuse.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import uuid
@@ -40,6 +44,7 @@ from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
+from worker.state.memory import CacheRoom, relieving
 from worker.state.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
@@ -209,6 +214,7 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
+        self._room = CacheRoom(redis, settings.queue_name)
 
     async def serve(
         self,
@@ -228,6 +234,7 @@ class PageCache:
         if not self.enabled:
             fetched = await fetch(may_follow)
             return Served(fetched.page, Source.FETCHED)
+        await self._room.keep_headroom()
         digest = url_digest(target.url)
         entry = keys.page(self._queue, extract, digest)
         lease = keys.page_flight(self._queue, extract, digest)
@@ -235,7 +242,8 @@ class PageCache:
         joined = False
         while True:
             token = uuid.uuid4().hex
-            reply = await self._join(keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
+            join = functools.partial(self._join, keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
+            reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
                 outcome = decode(value)
@@ -294,6 +302,7 @@ class PageCache:
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
         try:
+            bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
             await self._finish(
                 keys=[
                     entry,
@@ -308,7 +317,7 @@ class PageCache:
                     payload,
                     int(keep),
                     keep_ms,
-                    MAX_CACHE_BYTES,
+                    bound,
                     DONE_TTL_MS,
                     MAX_EVICTIONS,
                     MAX_PRUNE,
