@@ -74,13 +74,18 @@ GONE_TTL_S = 60
 FLIGHT_CHECK_S = 1.0
 # A flight's outcome outlives it this long: only jobs already waiting on it need it.
 DONE_TTL_MS = 10_000
+# A flight's waiter count lives this long at most (a few bytes): longer than any flight, so a
+# waiter that joined early is still counted when a slow fetch ends.
+WAITERS_TTL_MS = 300_000
 
 # May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
 MayFollow = Callable[[Target, Target], Awaitable[bool]]
 
-# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
-# Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
-# miss and taking the lease no other job can take it too: exactly one job leads a flight.
+# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache,
+# the prefix of the flights' waiter counts, their time to live ms. Returns {'hit', entry},
+# {'join', the fetcher's token} or {'lead', token}. One script, so between a miss and taking the
+# lease no other job can take it too: exactly one job leads a flight. A job that joins counts
+# itself in the flight's waiters, in the same step, so the flight's end knows someone waits.
 JOIN_SCRIPT = """
 if ARGV[3] == '1' then
   local entry = redis.call('GET', KEYS[1])
@@ -90,6 +95,9 @@ if ARGV[3] == '1' then
 end
 local holder = redis.call('GET', KEYS[2])
 if holder then
+  local waiting = ARGV[4] .. holder
+  redis.call('INCR', waiting)
+  redis.call('PEXPIRE', waiting, ARGV[5])
   return {'join', holder}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
@@ -105,7 +113,8 @@ return 0
 """
 
 # KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
-# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes. ARGV: 1 token, 2 the outcome,
+# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes, 7 the flight's waiter count
+# (the outcome goes to the done list only when some job waits). ARGV: 1 token, 2 the outcome,
 # 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in bytes, 6 the done list's ms,
 # 7 the most evictions, 8 the most expired index entries to drop, 9 the longest any entry lives (ms),
 # which the bookkeeping keys outlive by nothing: once every entry has expired, they go too.
@@ -161,8 +170,12 @@ end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end
-redis.call('RPUSH', KEYS[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
+local waiting = tonumber(redis.call('GET', KEYS[7]) or '0')
+redis.call('DEL', KEYS[7])
+if waiting > 0 then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+end
 return kept
 """
 
@@ -242,7 +255,12 @@ class PageCache:
         joined = False
         while True:
             token = uuid.uuid4().hex
-            join = functools.partial(self._join, keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
+            waiters = keys.page_flight_waiters(self._queue)
+            join = functools.partial(
+                self._join,
+                keys=[entry, lease],
+                args=[token, LEASE_MS, int(read_cache), waiters, WAITERS_TTL_MS],
+            )
             reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
@@ -311,6 +329,7 @@ class PageCache:
                     keys.page_index(self._queue),
                     keys.page_sizes(self._queue),
                     keys.page_bytes(self._queue),
+                    keys.page_flight_waiters(self._queue, token),
                 ],
                 args=[
                     token,
