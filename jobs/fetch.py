@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
-from jobs.reader.document import Document, build_document
+from jobs.reader.document import Document, build_document, reads_in_child
 from worker.config import Settings
 from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
@@ -170,8 +170,11 @@ class FetchPageTool:
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
-        # comes back truncated rather than not at all.
-        async with job.runtime.cpu_slots.slot(len(fetched.body)):
+        # comes back truncated rather than not at all. A PDF takes no slot: it is read in the PDF
+        # pool's children, which queue by cost of their own (jobs.reader.pdf.schedule).
+        in_child = reads_in_child(fetched.body, fetched.content_type)
+        slot = contextlib.nullcontext() if in_child else job.runtime.cpu_slots.slot(len(fetched.body))
+        async with slot:
             left = until - asyncio.get_running_loop().time()
             document = await build_document(
                 fetched.body,
@@ -181,6 +184,7 @@ class FetchPageTool:
                 max_chars=job.settings.fetch_max_chars,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
+                until=until,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.

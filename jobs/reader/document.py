@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from jobs.reader.charset import Flavor, choose, decode_pieces
 from jobs.reader.content_types import (
@@ -65,11 +66,17 @@ async def build_document(
     max_chars: int,
     cpu_budget_s: float,
     body_truncated: bool,
+    until: float | None = None,
 ) -> Document:
-    """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so."""
+    """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so.
+
+    A PDF is read in the PDF pool (charged to the URL's site), never in the worker: ``until`` (loop
+    time) is the job's deadline, which shortens the budget of a PDF that waited for a child.
+    """
     essence, charset = _text_type(body, content_type)
     if essence == PDF:
-        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
+        site = urlsplit(url).hostname or ""
+        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=site, until=until)
         cut = cut_text(pdf.text, max_chars)
         return Document(
             content_type=PDF,
@@ -119,6 +126,14 @@ async def build_document(
         # Not complete is the budget or the block cap; only the budget is a matter of time.
         out_of_time=not reduction.complete and budget.exhausted,
     )
+
+
+def reads_in_child(body: bytes, content_type: str | None) -> bool:
+    """Whether the body is a PDF, read in the PDF pool rather than in the worker's CPU slots."""
+    try:
+        return _text_type(body, content_type)[0] == PDF
+    except UnsupportedContentType:
+        return False
 
 
 def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:
