@@ -59,7 +59,7 @@ def test_never_more_readings_at_once_than_seats_and_every_one_is_seated(seats: i
     assert max(peak) <= seats
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(costly=st.integers(2, 6), cheap=st.integers(1, 3))
 def test_a_cheap_site_is_seated_before_a_costly_site_that_came_first(costly: int, cheap: int) -> None:
     async def run() -> list[str]:

@@ -252,11 +252,17 @@ def build_pdf(
     )
     resources = writer.reserve()
     contents = _Contents(writer, resources, compress)
+    shared: dict[bytes, int] = {}
     kids = []
     for page in pages:
         content = b"%d 0 R" % contents.stream(page.items)
         if page.deflated:
-            more = (writer.stream(data, b" /Filter /FlateDecode") for data in page.deflated)
+            more = []
+            for data in page.deflated:
+                # A stream given more than once is written once and referred to each time.
+                if data not in shared:
+                    shared[data] = writer.stream(data, b" /Filter /FlateDecode")
+                more.append(shared[data])
             content = b"[" + b" ".join([content, *(b"%d 0 R" % number for number in more)]) + b"]"
         annots = b""
         if page.links:
@@ -343,6 +349,13 @@ def busy_pdf(pages: int, mib: int) -> bytes:
     return build_pdf(
         [Page([Text(72, 700, f"Busy page {n}.")], deflated=[burner]) for n in range(1, pages + 1)]
     )
+
+
+def costly_small_pdf(references: int = 150) -> bytes:
+    """A PDF of a few KB that costs PDFium seconds: one page whose contents are one deflated MiB of
+    dash-pattern operators, referred to ``references`` times (about 20 ms of parsing each)."""
+    burner = deflated(b"[1 2 3] 0 d " * 87_381, 1)
+    return build_pdf([Page([Text(72, 700, "A costly page.")], deflated=[burner] * references)])
 
 
 def encrypted(pdf: bytes, password: str) -> bytes:
