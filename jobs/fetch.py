@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp.abc import AbstractResolver
+from redis.asyncio import Redis
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document, reads_in_child
@@ -39,6 +41,7 @@ from worker.state.menu import Menu
 from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
+from worker.state.redis_conn import connect
 from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
@@ -99,6 +102,7 @@ class FetchPageTool:
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
         self._parts: _Parts | None = None
+        self._cache_redis: Redis | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.fetch_deadline_s
@@ -125,9 +129,12 @@ class FetchPageTool:
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
             max_redirects=settings.fetch_max_redirects,
         )
+        # The cache may live on a Redis of its own (RESEARCH_CACHE_REDIS_URL, allkeys-lru); host
+        # slots and holds stay on the main one, with the queue.
+        self._cache_redis = await cache_redis(settings)
         self._parts = _Parts(
             fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
-            pages=PageCache(runtime.redis, settings, runtime.metrics),
+            pages=PageCache(self._cache_redis or runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
         )
         self._parts.hosts.start()
@@ -136,6 +143,8 @@ class FetchPageTool:
         if self._parts is not None:
             await self._parts.hosts.stop()
             await self._parts.fetcher.close()
+        if self._cache_redis is not None:
+            await self._cache_redis.aclose()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments)
@@ -224,6 +233,13 @@ class FetchPageTool:
         if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
         return self._parts
+
+
+async def cache_redis(settings: Settings) -> Redis | None:
+    """A connection to the page cache's own Redis, when one is configured."""
+    if settings.cache_redis_url is None:
+        return None
+    return await connect(dataclasses.replace(settings, redis_url=settings.cache_redis_url))
 
 
 def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
