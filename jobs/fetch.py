@@ -138,9 +138,11 @@ class FetchPageTool:
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
         )
         self._parts.hosts.start()
+        self._parts.pages.start()
 
     async def stop(self) -> None:
         if self._parts is not None:
+            await self._parts.pages.stop()
             await self._parts.hosts.stop()
             await self._parts.fetcher.close()
         if self._cache_redis is not None:

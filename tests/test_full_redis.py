@@ -273,3 +273,34 @@ async def test_a_job_whose_result_cannot_be_stored_gives_its_charge_back(
     assert charged == 0
     # What the client got says the job did not complete; never a page it was not charged for.
     assert result["ok"] is False and result["error"]["kind"] in ("internal_error", "timeout"), result
+
+
+async def test_the_cache_gives_way_while_the_worker_fetches_nothing(
+    tmp_path: Path, ca: TestCA, token: str
+) -> None:
+    # Pages cached, then Redis fills past its headroom with other data while no job runs: the
+    # worker's cache sheds within a couple of seconds, without waiting for a fetch to notice.
+    with small_redis(tmp_path, "8mb") as server:
+        settings = settings_on(server, ca, token, 20)
+        redis = aioredis.Redis.from_url(server.url)
+        try:
+            async with (
+                site(ca) as pages_site,
+                running_worker(settings, [FetchPageTool(FakeResolver(SITE))]),
+                ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=60) as client,
+            ):
+                results = await read_pages(client, pages_site, f"r-{token}", 20)
+                before = await redis.zcard(keys.page_index(settings.queue_name))
+                memory = await redis.info("memory")
+                filler = int(memory["maxmemory"]) * 9 // 10 - int(memory["used_memory"])
+                for n in range(max(0, filler) // (64 * 1024)):
+                    await redis.set(f"filler:{token}:{n}", b"x" * 64 * 1024)
+                await asyncio.sleep(2.5)
+                after = await redis.zcard(keys.page_index(settings.queue_name))
+                used = int((await redis.info("memory"))["used_memory"])
+        finally:
+            await redis.aclose()
+    assert all(r["ok"] for r in results)
+    assert before == 20
+    assert after < before
+    assert used <= int(memory["maxmemory"]) * 0.85

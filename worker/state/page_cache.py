@@ -28,6 +28,7 @@ named by the index, which Cluster would refuse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import logging
@@ -77,6 +78,8 @@ DONE_TTL_MS = 10_000
 # A flight's waiter count lives this long at most (a few bytes): longer than any flight, so a
 # waiter that joined early is still counted when a slow fetch ends.
 WAITERS_TTL_MS = 300_000
+# How often a worker looks at Redis's memory when it fetches nothing (each fetch looks too).
+HEADROOM_CHECK_S = 1.0
 
 # May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
 MayFollow = Callable[[Target, Target], Awaitable[bool]]
@@ -228,6 +231,24 @@ class PageCache:
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
         self._room = CacheRoom(redis, settings.queue_name)
+        self._keeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Keep Redis's headroom while the worker runs, fetching or not: a worker whose claims Redis
+        refuses (full) fetches nothing, and the cache must give way all the same."""
+        if self.enabled:
+            self._keeper = asyncio.create_task(self._keep_headroom())
+
+    async def stop(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+
+    async def _keep_headroom(self) -> None:
+        while True:
+            await self._room.keep_headroom()
+            await asyncio.sleep(HEADROOM_CHECK_S)
 
     async def serve(
         self,
