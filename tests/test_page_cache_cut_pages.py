@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from jobs.reader.document import build_document
 from tests.support.fetching import fetch_settings
+from tests.support.pdfs import many_pages_pdf
 from tests.support.tls import TestCA, serve
 from tests.test_page_cache import worker_and_client
 from worker.config import Settings
@@ -103,3 +104,11 @@ async def test_a_page_cut_by_the_character_cap_is_shared(
     assert second["cached"] is True
     assert second["text"] == first["text"]
     assert hits == 1
+
+
+def test_a_pdf_read_until_its_cpu_budget_is_out_of_time_and_one_cut_at_the_cap_is_not() -> None:
+    pdf = many_pages_pdf(60)
+    by_time = asyncio.run(read(pdf, "application/pdf", cpu_budget_s=0.0001))
+    by_cap = asyncio.run(read(pdf, "application/pdf", max_chars=100))
+    assert by_time.truncated is True and by_time.out_of_time is True  # type: ignore[attr-defined]
+    assert by_cap.truncated is True and by_cap.out_of_time is False  # type: ignore[attr-defined]
