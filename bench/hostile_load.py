@@ -158,10 +158,7 @@ async def pdf_round(
     ]
     waited, result = await timed(client, f"a-{run}", f"https://127.0.0.1:{article_port}/article/{round_no}")
     flood_results = [await client.wait(job_id) for job_id in flood]
-    outcomes = collections.Counter(
-        "ok" if r["ok"] else r["error"]["kind"]
-        for r in flood_results
-    )
+    outcomes = collections.Counter("ok" if r["ok"] else r["error"]["kind"] for r in flood_results)
     return {
         "article_s": waited,
         "article_ok": result["ok"],
