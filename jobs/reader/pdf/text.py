@@ -11,6 +11,7 @@ half-off-page text object is read character by character.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import math
 import re
@@ -51,7 +52,7 @@ MAX_FORM_DEPTH = 12
 MAX_OBJECTS_PER_PAGE = 50_000
 # Paints looked at beneath one text object: past this many the text is judged seen, so a page of
 # thousands of shapes costs a bounded look per text, not one that grows with the page.
-MAX_BENEATH = 200
+MAX_BENEATH = 64
 
 _LINE_BREAKS = re.compile(r"\n{2,}")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
@@ -307,13 +308,12 @@ class _PageScan:
         to the first opaque one, composed over the white page."""
         x, y = box.center
         layers: list[tuple[int, int, int, int]] = []
-        looked = 0
-        for paint in reversed(self._paints):
-            if paint.order > order:
-                continue
-            looked += 1
-            if looked > MAX_BENEATH:
+        # Paints are in painting order: those drawn before the text end where its order would go.
+        before = bisect.bisect_left(self._paints, order, key=lambda paint: paint.order)
+        for looked, index in enumerate(range(before - 1, -1, -1)):
+            if looked >= MAX_BENEATH:
                 return Beneath(None, drawn=True)  # too much beneath to judge: counted as seen
+            paint = self._paints[index]
             if not paint.box.contains(x, y):
                 continue
             if paint.image:
