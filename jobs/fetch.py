@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -22,9 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from aiohttp.abc import AbstractResolver
+from redis.asyncio import Redis
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
-from jobs.reader.document import Document, build_document, cut_text
+from jobs.reader.document import Document, build_document, cut_text, reads_in_child
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
@@ -46,6 +48,7 @@ from worker.state.menu import Menu
 from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
+from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import About, FetchPage
 
@@ -158,6 +161,7 @@ class FetchPageTool:
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
         self._parts: _Parts | None = None
+        self._cache_redis: Redis | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.fetch_deadline_s
@@ -185,11 +189,15 @@ class FetchPageTool:
             max_redirects=settings.fetch_max_redirects,
         )
         session = guarded_session(settings, policy, self._resolver)
+        # The cache may live on a Redis of its own (RESEARCH_CACHE_REDIS_URL, allkeys-lru), and the
+        # kept documents with it (both may be lost at no cost but a refetch); host slots, holds,
+        # domain lists and robots verdicts stay on the main one, with the queue.
+        self._cache_redis = await cache_redis(settings)
         self._parts = _Parts(
             fetcher=Fetcher(session, policy, limits),
-            pages=PageCache(runtime.redis, settings, runtime.metrics),
+            pages=PageCache(self._cache_redis or runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
-            documents=KeptDocuments(runtime.redis, ttl_s=settings.budget_window_s),
+            documents=KeptDocuments(self._cache_redis or runtime.redis, ttl_s=settings.budget_window_s),
             reads=ReadBudget(
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
@@ -197,11 +205,15 @@ class FetchPageTool:
             robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
         )
         self._parts.hosts.start()
+        self._parts.pages.start()
 
     async def stop(self) -> None:
         if self._parts is not None:
+            await self._parts.pages.stop()
             await self._parts.hosts.stop()
             await self._parts.fetcher.close()
+        if self._cache_redis is not None:
+            await self._cache_redis.aclose()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
@@ -306,8 +318,11 @@ class FetchPageTool:
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
-        # comes back truncated rather than not at all.
-        async with job.runtime.cpu_slots.slot(len(fetched.body)):
+        # comes back truncated rather than not at all. A PDF takes no slot: it is read in the PDF
+        # pool's children, which queue by cost of their own (jobs.reader.pdf.schedule).
+        in_child = reads_in_child(fetched.body, fetched.content_type)
+        slot = contextlib.nullcontext() if in_child else job.runtime.cpu_slots.slot(len(fetched.body))
+        async with slot:
             left = until - asyncio.get_running_loop().time()
             document = await build_document(
                 fetched.body,
@@ -317,6 +332,7 @@ class FetchPageTool:
                 max_chars=MAX_DOCUMENT_CHARS,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
+                until=until,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -328,7 +344,9 @@ class FetchPageTool:
         in_hand.append(whole)
         page = page_of(target, fetched, document, job.settings.fetch_max_chars)
         digest = await self._started().documents.keep(page, whole.texts, whole.offsets)
-        return Fresh(replace(page, document=digest), storable=may_store(fetched.cache_control))
+        # A page cut by CPU time or the deadline is served to this job only (worker.state.page_cache).
+        storable = may_store(fetched.cache_control) and not document.out_of_time
+        return Fresh(replace(page, document=digest), storable=storable)
 
     async def _fetch(
         self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float
@@ -348,13 +366,23 @@ class FetchPageTool:
             try:
                 return await parts.fetcher.get(target, noting)
             except HttpStatus as answer:
-                await parts.hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
+                status = answer.status or 0
+                asked = await parts.hosts.hold_if_asked(answering[-1], status, answer.retry_after_s)
+                if (late := parts.hosts.past_deadline(answering[-1], status, asked, until)) is not None:
+                    raise late from None
                 raise
 
     def _started(self) -> _Parts:
         if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
         return self._parts
+
+
+async def cache_redis(settings: Settings) -> Redis | None:
+    """A connection to the page cache's own Redis, when one is configured."""
+    if settings.cache_redis_url is None:
+        return None
+    return await connect(dataclasses.replace(settings, redis_url=settings.cache_redis_url))
 
 
 def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int) -> Page:

@@ -326,6 +326,8 @@ async def test_the_worker_user_can_use_what_new_keys_under_research_will_need(
                 "  return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return tonumber(now[1]) * 0"
             )
             assert await renew(keys=["research:lease:j1"], args=["w1", 10_000]) == 1  # EVALSHA
+            # The page cache reads Redis's memory to stay within maxmemory (worker.state.memory).
+            assert "maxmemory" in await redis.info("memory")
             async with redis.pipeline(transaction=True) as tx:
                 tx.set("research:result:j1", "{}", nx=True, ex=60)
                 tx.rpush("research:done:j1", "{}")

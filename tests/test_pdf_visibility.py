@@ -6,8 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobs.reader.pdf.visibility import (
+    BARE_PAGE,
     MIN_READABLE_PT,
     NEAR_WHITE,
+    Beneath,
     Box,
     Hidden,
     TextLook,
@@ -27,8 +29,11 @@ def look(
     return TextLook(box, mode, fill, BLACK, size)
 
 
-def verdict(text: TextLook, *, image_near: bool = False, darker_beneath: bool = False) -> Hidden | None:
-    return judge(text, PAGE, image_near=lambda: image_near, darker_beneath=lambda: darker_beneath)
+DARK_FILL = Beneath((40, 40, 40, 255), drawn=True)
+
+
+def verdict(text: TextLook, *, image_shows: bool = False, beneath: Beneath = BARE_PAGE) -> Hidden | None:
+    return judge(text, PAGE, image_shows=lambda: image_shows, beneath=lambda: beneath)
 
 
 def test_ordinary_black_text_on_the_page_is_seen() -> None:
@@ -56,7 +61,7 @@ def test_text_across_the_page_edge_is_left_to_a_character_by_character_judgement
 @given(st.sampled_from([3, 7]))
 def test_invisible_render_modes_hide_text_unless_an_image_is_there_to_carry_it(mode: int) -> None:
     assert verdict(look(mode=mode)) is Hidden.INVISIBLE
-    assert verdict(look(mode=mode), image_near=True) is None
+    assert verdict(look(mode=mode), image_shows=True) is None
 
 
 @given(st.integers(0, 25))
@@ -84,7 +89,7 @@ def test_near_white_text_on_nothing_is_hidden_and_on_a_dark_fill_is_seen(
     color: tuple[int, int, int, int],
 ) -> None:
     assert verdict(look(fill=color)) is Hidden.WHITE_ON_NOTHING
-    assert verdict(look(fill=color), darker_beneath=True) is None
+    assert verdict(look(fill=color), beneath=DARK_FILL) is None
 
 
 @given(st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(0, 255)))
@@ -103,13 +108,19 @@ def test_stroked_text_is_judged_by_its_stroke_colour() -> None:
     assert verdict(black_stroke) is None
 
 
-def test_only_invisible_text_is_asked_about_images_and_only_near_white_text_about_what_is_beneath() -> None:
+def test_only_invisible_text_is_asked_about_images_and_only_readable_painted_text_about_what_is_beneath() -> (
+    None
+):
     asked: list[str] = []
 
-    def ask(question: str) -> bool:
-        asked.append(question)
+    def images() -> bool:
+        asked.append("images")
         return False
 
-    for text in (look(), look(mode=3), look(fill=WHITE), look(mode=3, fill=WHITE), look(size=1)):
-        judge(text, PAGE, image_near=lambda: ask("images"), darker_beneath=lambda: ask("beneath"))
-    assert asked == ["images", "beneath", "images"]
+    def beneath() -> Beneath:
+        asked.append("beneath")
+        return BARE_PAGE
+
+    for text in (look(), look(mode=3), look(fill=WHITE), look(size=1), look(Box(700, 700, 750, 712))):
+        judge(text, PAGE, image_shows=images, beneath=beneath)
+    assert asked == ["beneath", "images", "beneath"]

@@ -35,6 +35,7 @@ from worker.errors import MissingReportId
 from worker.logs import fields
 from worker.runtime.envelope import parse_report_id
 from worker.state import health, keys
+from worker.state.memory import is_out_of_memory
 from worker.state.redis_conn import connect
 from worker.state.results import Result
 
@@ -60,6 +61,7 @@ class Exit(IntEnum):
     REFUSED = 3  # check-url: the guardian refuses the URL
     REDIS_UNREACHABLE = 4
     NO_WORKER = 5
+    REDIS_OUT_OF_MEMORY = 6
     INTERRUPTED = 130
 
 
@@ -71,6 +73,7 @@ EXIT_CODES = """exit codes:
        job error result (1) naming scheme_not_allowed, destination_blocked or url_not_in_menu
   4    Redis unreachable (after trying for about 2 s; health: about 0.4 s)
   5    no worker alive on the queue (fetch, search; health: this replica is not beating)
+  6    Redis is out of memory: it refused a write (maxmemory with noeviction); nothing was queued
   130  interrupted (Ctrl-C)"""
 
 ENVIRONMENT = """environment (every variable: docs/contract.md):
@@ -113,6 +116,21 @@ class NoWorker(Exception):
         return (
             f"no worker is running on queue {self.queue_name} at {redact_url(self.url)}; start one with "
             "`research-worker run`, or pass --enqueue-anyway to queue the job for a worker that starts later"
+        )
+
+
+class RedisFull(Exception):
+    """Redis refused a write for memory: reachable, but full."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+    def line(self) -> str:
+        return (
+            f"Redis is out of memory at {redact_url(self.url)}: it refused a write (maxmemory reached, "
+            "noeviction); nothing was queued. Free memory in Redis or raise its maxmemory "
+            "(docs/operations.md)"
         )
 
 
@@ -199,11 +217,16 @@ async def _run_job(
             raise NoWorker(settings.queue_name, found.url)
     finally:
         await redis.aclose()
+    from worker.client import RedisOutOfMemory
+
     wait_s = args.wait if args.wait is not None else settings.job_timeout_s + WAIT_MARGIN_S
-    async with ResearchClient(settings=settings, wait_s=wait_s) as client:
-        if seed:
-            await client.seed_urls(report_id, seed)
-        result = await _showing_progress(job(client), f"the {what} job on {settings.queue_name}")
+    try:
+        async with ResearchClient(settings=settings, wait_s=wait_s) as client:
+            if seed:
+                await client.seed_urls(report_id, seed)
+            result = await _showing_progress(job(client), f"the {what} job on {settings.queue_name}")
+    except RedisOutOfMemory:
+        raise RedisFull(found.url) from None
     print_json(result)
     if result.get("ok"):
         return Exit.OK
@@ -586,7 +609,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoWorker as exc:
         say(exc.line())
         return Exit.NO_WORKER
+    except RedisFull as exc:
+        say(exc.line())
+        return Exit.REDIS_OUT_OF_MEMORY
     except (RedisError, OSError) as exc:
+        if is_out_of_memory(exc):
+            say(RedisFull(settings.redis_target.url).line())
+            return Exit.REDIS_OUT_OF_MEMORY
         where = redact_url(settings.redis_target.url) if settings.redis_url else "its address"
         say(f"lost Redis at {where} ({_why(exc)})")
         return Exit.REDIS_UNREACHABLE

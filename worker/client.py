@@ -8,7 +8,8 @@ result then lands in ``research:result:{job_id}`` as usual.
 A client reads only what a client needs (``ClientSettings``: where Redis is, the queue, its wait
 deadline), finds an embedded Redis the way every command does, and says what it was about in every
 result it returns, its own ``timeout`` and refusals included. Misuse is an exception that says
-what to do instead; what a model sends (``call``) is never trusted and never raises.
+what to do instead; what a model sends (``call``) is never trusted and never raises. A Redis that
+refuses writes because it is full is ``RedisOutOfMemory``, the client's own exception.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Final, TypeVar, overload
@@ -28,6 +29,7 @@ from typing import Any, Final, TypeVar, overload
 import orjson
 from arq.connections import ArqRedis
 from arq.jobs import SerializationError
+from redis.exceptions import ResponseError
 
 from worker import embedded
 from worker.config import ClientSettings, Settings
@@ -38,6 +40,7 @@ from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
 from worker.runtime.envelope import parse_report_id
 from worker.serialization import dumps
 from worker.state import health, keys
+from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
@@ -69,6 +72,26 @@ class DuplicateJobId(ClientError, ValueError):
 
 class UnsafeArguments(ClientError, ValueError):
     """Job arguments that JSON cannot carry (an integer beyond 64 bits, an object, NaN)."""
+
+
+class RedisOutOfMemory(ClientError):
+    """Redis refused the client's write because it is full (``maxmemory`` with ``noeviction``):
+    nothing was enqueued (or put on the menu), so nothing was charged. Free memory in Redis or
+    raise its ``maxmemory`` (docs/operations.md), then try again."""
+
+
+@contextlib.contextmanager
+def _refused_for_memory(what: str) -> Iterator[None]:
+    """Redis's refusal for memory as the client's own exception, not redis-py's raw error."""
+    try:
+        yield
+    except ResponseError as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise RedisOutOfMemory(
+            f"Redis is out of memory (maxmemory reached): it refused to {what}; free memory in Redis "
+            "or raise its maxmemory, then try again"
+        ) from None
 
 
 class _Unset:
@@ -185,8 +208,9 @@ class ResearchClient:
         parse_report_id(report_id)
         if isinstance(urls, str):
             raise ClientError("seed_urls takes a list of URLs, not one string")
-        window = Settings(budget_window_s=self.settings.budget_window_s)
-        return await Menu(self.redis, window).record(report_id, [u for u in urls if isinstance(u, str)])
+        window = Settings(budget_window_s=self.settings.budget_window_s, queue_name=self.settings.queue_name)
+        with _refused_for_memory("record the briefing's URLs"):
+            return await Menu(self.redis, window).record(report_id, [u for u in urls if isinstance(u, str)])
 
     async def set_domains(
         self, report_id: str, *, allowed: Iterable[str] = (), blocked: Iterable[str] = ()
@@ -285,7 +309,8 @@ class ResearchClient:
         enqueuer = self._open_part(self._enqueuer)
         job_id = job_id or self._new_job_id()
         try:
-            created = await enqueuer.enqueue(function, job_id, dict(kwargs))
+            with _refused_for_memory(f"enqueue the {function} job"):
+                created = await enqueuer.enqueue(function, job_id, dict(kwargs))
         except SerializationError as exc:
             reason = exc.__cause__ or exc
             raise UnsafeArguments(f"{function}'s arguments are not JSON a job can carry: {reason}") from None

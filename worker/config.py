@@ -124,6 +124,8 @@ class Settings:
     reduce_cpu_budget_s: float = 3.0
     result_ttl_s: int = 86_400
     cache_ttl_s: int = 900
+    # The page cache's own Redis (``allkeys-lru``) for large deployments; None: the main Redis.
+    cache_redis_url: str | None = None
     host_concurrency: int = 4
     guardian_allow_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_bundle: str | None = None
@@ -194,8 +196,12 @@ class Settings:
         redis_url = e.text("REDIS_URL")
         if redis_url is not None:
             parse_redis_url(redis_url, "REDIS_URL")
+        cache_redis_url = e.text("RESEARCH_CACHE_REDIS_URL")
+        if cache_redis_url is not None:
+            parse_redis_url(cache_redis_url, "RESEARCH_CACHE_REDIS_URL")
         settings = cls(
             redis_url=redis_url,
+            cache_redis_url=cache_redis_url,
             queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
             max_jobs=e.integer("RESEARCH_MAX_JOBS", cls.max_jobs, minimum=1),
             search_budget=e.integer("RESEARCH_SEARCH_BUDGET", cls.search_budget, minimum=1),

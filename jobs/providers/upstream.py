@@ -15,8 +15,10 @@ does not go through the fetch guardian; what it sends back is not trusted at all
 
 Retries: 408, 429, 500, 502, 503 and 504 and connection errors are retried with exponential backoff
 and jitter, waiting at least what Retry-After asks, as long as the wait ends before the deadline's
-``retry_until``; everything else is final at once. Every attempt happens inside the one job run,
-which was charged once.
+``retry_until``; everything else is final at once. A Retry-After that asks for more than the search
+has left ends it at once in ``rate_limited``, whatever the status: the provider has said when it
+will answer, and that is after the deadline. Every attempt happens inside the one job run, which
+was charged once.
 """
 
 from __future__ import annotations
@@ -173,6 +175,8 @@ def given_up(failure: ResearchError, attempts: int, retry_after: float | None) -
     why = f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}"
     if retry_after is not None:
         why += f"; it asked to wait {retry_after:g} s, more than this search had left"
+        # Asked to come back after the deadline: that is a rate limit, whatever the status said.
+        return RateLimited(f"{failure.message} ({why})", status=failure.status)
     return type(failure)(f"{failure.message} ({why})")
 
 

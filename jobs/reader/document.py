@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from jobs.reader.charset import Flavor, choose, decode_pieces
 from jobs.reader.content_types import (
@@ -52,6 +53,10 @@ class Document:
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
     page_offsets: tuple[int, ...] | None = None  # PDFs: where each page read starts in ``text``
+    # The reading stopped at its CPU budget (or the job's deadline, which shortens the budget):
+    # another worker with time to spare would read more, so such a page is never shared. A cut at
+    # the byte or character caps is the same for every worker, and may be.
+    out_of_time: bool = False
 
 
 async def build_document(
@@ -63,11 +68,17 @@ async def build_document(
     max_chars: int,
     cpu_budget_s: float,
     body_truncated: bool,
+    until: float | None = None,
 ) -> Document:
-    """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so."""
+    """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so.
+
+    A PDF is read in the PDF pool (charged to the URL's site), never in the worker: ``until`` (loop
+    time) is the job's deadline, which shortens the budget of a PDF that waited for a child.
+    """
     essence, charset = _text_type(body, content_type)
     if essence == PDF:
-        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
+        site = urlsplit(url).hostname or ""
+        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=site, until=until)
         cut = cut_text(pdf.text, max_chars)
         return Document(
             content_type=PDF,
@@ -80,6 +91,7 @@ async def build_document(
             pages=pdf.pages,
             pages_read=pdf.pages_read,
             page_offsets=tuple(start for start in pdf.page_starts[:MAX_PAGE_OFFSETS] if start <= len(cut)),
+            out_of_time=pdf.out_of_time,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
@@ -97,6 +109,7 @@ async def build_document(
             hidden_removed=invisible,
             extraction="full",
             unresolved_links=resolver.unresolved,
+            out_of_time=not complete,
         )
     reduction = await reduce_html(decoded, budget)
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
@@ -113,7 +126,17 @@ async def build_document(
         hidden_removed=reduction.hidden_removed,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
+        # Not complete is the budget or the block cap; only the budget is a matter of time.
+        out_of_time=not reduction.complete and budget.exhausted,
     )
+
+
+def reads_in_child(body: bytes, content_type: str | None) -> bool:
+    """Whether the body is a PDF, read in the PDF pool rather than in the worker's CPU slots."""
+    try:
+        return _text_type(body, content_type)[0] == PDF
+    except UnsupportedContentType:
+        return False
 
 
 def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:

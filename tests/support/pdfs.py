@@ -42,12 +42,15 @@ class Rect:
 
 @dataclass(frozen=True)
 class Picture:
-    """A small grey image scaled to the box: what a scanner puts on a page."""
+    """An image scaled to the box. By default a 32x32 grey pattern that varies from pixel to pixel
+    (what a scanner puts on a page: words everywhere); with ``color``, a blank 1x1 image of that
+    colour, stretched (a white page or a flat box that happens to be an image)."""
 
     x: float
     y: float
     width: float
     height: float
+    color: Color | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,10 @@ class Page:
     crop_box: tuple[float, float, float, float] | None = None
     deflated: Sequence[bytes] = ()  # more content streams, already deflated, drawn after the items
 
+
+# A scan's pixels: dark and light alternating from each pixel to the next, so every part of the
+# picture, however small, shows something.
+SCAN_PIXELS = bytes(0x30 if (x + y) % 2 else 0xD0 for y in range(32) for x in range(32))
 
 # What font F2's bytes 1..4 stand for: a zero-width space, a right-to-left override, the tag
 # letter A, a word joiner. Every other byte is itself (printable ASCII).
@@ -151,6 +158,18 @@ class _Contents:
         self.resources = resources
         self.compress = compress
         self.forms: list[int] = []
+        self.blanks: list[int] = []  # 1x1 images, one per Picture with a colour: /Blank1, /Blank2...
+
+    def blank(self, color: Color) -> int:
+        pixel = bytes(round(channel * 255) for channel in color)
+        self.blanks.append(
+            self.writer.stream(
+                pixel,
+                b" /Type /XObject /Subtype /Image /Width 1 /Height 1"
+                b" /ColorSpace /DeviceRGB /BitsPerComponent 8",
+            )
+        )
+        return len(self.blanks)
 
     def stream(self, items: Sequence[Item]) -> int:
         return self.writer.stream(self.operators(items), compress=self.compress)
@@ -177,8 +196,9 @@ class _Contents:
                     % (_rgb(item.color), item.x, item.y, item.width, item.height)
                 )
             elif isinstance(item, Picture):
+                name = b"Im1" if item.color is None else b"Blank%d" % self.blank(item.color)
                 ops.append(
-                    b"q %.2f 0 0 %.2f %.2f %.2f cm /Im1 Do Q" % (item.width, item.height, item.x, item.y)
+                    b"q %.2f 0 0 %.2f %.2f %.2f cm /%s Do Q" % (item.width, item.height, item.x, item.y, name)
                 )
             else:
                 ops.append(b"/Fm%d Do" % self.form(item))
@@ -222,8 +242,8 @@ def build_pdf(
     tree = writer.reserve()
     font = writer.add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
     image = writer.stream(
-        bytes([0x40, 0xC0, 0xC0, 0x40]),
-        b" /Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 8",
+        SCAN_PIXELS,
+        b" /Type /XObject /Subtype /Image /Width 32 /Height 32 /ColorSpace /DeviceGray /BitsPerComponent 8",
     )
     cmap = writer.stream(_TO_UNICODE)
     font2 = writer.add(
@@ -232,11 +252,17 @@ def build_pdf(
     )
     resources = writer.reserve()
     contents = _Contents(writer, resources, compress)
+    shared: dict[bytes, int] = {}
     kids = []
     for page in pages:
         content = b"%d 0 R" % contents.stream(page.items)
         if page.deflated:
-            more = (writer.stream(data, b" /Filter /FlateDecode") for data in page.deflated)
+            more = []
+            for data in page.deflated:
+                # A stream given more than once is written once and referred to each time.
+                if data not in shared:
+                    shared[data] = writer.stream(data, b" /Filter /FlateDecode")
+                more.append(shared[data])
             content = b"[" + b" ".join([content, *(b"%d 0 R" % number for number in more)]) + b"]"
         annots = b""
         if page.links:
@@ -250,6 +276,7 @@ def build_pdf(
             )
         )
     forms = b"".join(b" /Fm%d %d 0 R" % (n, ref) for n, ref in enumerate(contents.forms, start=1))
+    forms += b"".join(b" /Blank%d %d 0 R" % (n, ref) for n, ref in enumerate(contents.blanks, start=1))
     writer.put(
         resources,
         b"<< /Font << /F1 %d 0 R /F2 %d 0 R >> /XObject << /Im1 %d 0 R%s >> >>" % (font, font2, image, forms),
@@ -322,6 +349,13 @@ def busy_pdf(pages: int, mib: int) -> bytes:
     return build_pdf(
         [Page([Text(72, 700, f"Busy page {n}.")], deflated=[burner]) for n in range(1, pages + 1)]
     )
+
+
+def costly_small_pdf(references: int = 150) -> bytes:
+    """A PDF of a few KB that costs PDFium seconds: one page whose contents are one deflated MiB of
+    dash-pattern operators, referred to ``references`` times (about 20 ms of parsing each)."""
+    burner = deflated(b"[1 2 3] 0 d " * 87_381, 1)
+    return build_pdf([Page([Text(72, 700, "A costly page.")], deflated=[burner] * references)])
 
 
 def encrypted(pdf: bytes, password: str) -> bytes:

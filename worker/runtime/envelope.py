@@ -14,6 +14,7 @@ waiting inside the worker counts against it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import RedisError, ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
@@ -30,6 +31,7 @@ from worker.limits import REPORT_ID
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.activity import JobRun
+from worker.state.memory import relieving
 from worker.state.results import About, Result, error_result, ok_result, outcome, unstored_result
 
 if TYPE_CHECKING:
@@ -229,8 +231,11 @@ async def write_result(
 
     A result that cannot be serialized, or that Redis refuses (out of memory, too large), is
     replaced by ``unstored_result``: the job's identity and a kind, so the agent learns the job
-    ended instead of waiting out its deadline. A short Redis outage is ridden out; a longer one
-    raises, leaving the job queued under its lease, to be run again once Redis is back.
+    ended instead of waiting out its deadline. Refused for memory, it is first tried again while
+    the page cache gives memory back (``worker.state.memory``). A job whose own result was not
+    stored gets its budget charge back: a report pays for results, not for work it never saw. A
+    short Redis outage is ridden out; a longer one raises, leaving the job queued under its lease,
+    to be run again once Redis is back.
     """
     job_id = str(result["job_id"])
     run = run or JobRun(runtime.settings.worker_id)
@@ -238,7 +243,11 @@ async def write_result(
     delay = 0.1
     for attempt in range(RESULT_WRITE_ATTEMPTS):
         try:
-            standing = await runtime.results.write(candidate, duration_ms, run)
+            standing = await relieving(
+                runtime.redis,
+                runtime.settings.queue_name,
+                functools.partial(runtime.results.write, candidate, duration_ms, run),
+            )
         except (TypeError, ValueError, ResponseError) as exc:
             # orjson's encode error is a TypeError; Redis refusing a write is a ResponseError.
             if candidate is not result and isinstance(exc, (TypeError, ValueError)):
@@ -260,8 +269,28 @@ async def write_result(
             delay = min(delay * 2, 5.0)
             continue
         runtime.settled.add(job_id)
+        if candidate is not result and standing is None:
+            await refund_charge(runtime, result)
         return (candidate, True) if standing is None else (standing, False)
+    await refund_charge(runtime, result)
     raise ResponseError(f"the result of job {job_id} was refused {RESULT_WRITE_ATTEMPTS} times")
+
+
+async def refund_charge(runtime: Runtime, result: Result) -> None:
+    """Give the report back the charge of a job whose result could not be stored."""
+    report_id = _report_id_of(result)
+    if report_id is None:
+        return
+    try:
+        refunded = await runtime.budgets.refund(report_id, str(result["job_id"]))
+    except (RedisError, OSError) as exc:
+        log.error("could not refund a job whose result was lost", extra=fields(error=type(exc).__name__))
+        return
+    if refunded:
+        log.warning(
+            "refunded the charge of a job whose result could not be stored",
+            extra=fields(job_id=result.get("job_id"), report_id=report_id),
+        )
 
 
 def _report_id_of(result: Result) -> str | None:

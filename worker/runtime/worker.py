@@ -29,7 +29,7 @@ from aiohttp import web
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.jobs import serialize_result
 from arq.worker import Function, Worker
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from worker.config import ConfigError, Settings
 from worker.errors import ErrorKind, InternalError, MissingReportId, ResearchError
@@ -44,6 +44,7 @@ from worker.runtime.payload import MalformedJob, read_payload
 from worker.serialization import dumps, loads
 from worker.state import activity, health, keys
 from worker.state.budget import Budgets
+from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
 from worker.state.queue import Claimed, Claimer, blocking_pop
 from worker.state.redis_conn import connect
@@ -259,7 +260,7 @@ class ResearchWorker(Worker):
                 wanted = min(wanted, self.max_burst_jobs - self._jobs_started())
             if wanted > 0:
                 self._slot_free.clear()
-                claimed = await self._claimer.claim_due(wanted)
+                claimed = await self._claim_due(wanted)
                 self._backlog = len(claimed) == wanted
                 for item in claimed:
                     await self._start_claimed(item)
@@ -271,6 +272,17 @@ class ResearchWorker(Worker):
                 if not task.cancelled() and (exc := task.exception()) is not None:
                     log.error("a job's run ended in an error", extra=fields(job_id=job_id), exc_info=exc)
         await self.heart_beat()
+
+    async def _claim_due(self, wanted: int) -> list[Claimed | bytes]:
+        """The poll's claim; one Redis refuses for memory claims nothing, so the health beat after
+        it still goes out (the jobs wait in the queue until Redis has room; worker.state.memory)."""
+        try:
+            return await self._claimer.claim_due(wanted)
+        except ResponseError as exc:
+            if not is_out_of_memory(exc):
+                raise
+            log.warning("Redis is out of memory: no job claimed this poll")
+            return []
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim done by one script instead of a WATCH transaction."""

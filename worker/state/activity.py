@@ -18,8 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from redis.exceptions import ResponseError
+
 from worker.serialization import dumps
 from worker.state import keys
+from worker.state.memory import is_out_of_memory
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -178,10 +181,16 @@ async def sample_depth(redis: Redis, queue_name: str, *, now: float | None = Non
     """Note the queue's depth in the current minute's bucket, from a worker's health beat, so the
     chart shows a queue that grows while no job finishes (a stuck or starved worker pool)."""
     minute = minute_of(time.time() if now is None else now)
-    await redis.eval(  # type: ignore[misc]
-        MINUTE_SCRIPT,
-        2,
-        keys.minute(queue_name, minute),
-        queue_name,
-        str((minute + 1) * MINUTE_S + BUCKET_TTL_S),
-    )
+    try:
+        await redis.eval(  # type: ignore[misc]
+            MINUTE_SCRIPT,
+            2,
+            keys.minute(queue_name, minute),
+            queue_name,
+            str((minute + 1) * MINUTE_S + BUCKET_TTL_S),
+        )
+    except ResponseError as exc:
+        # A chart's sample is not worth the health beat that follows it: at Redis's memory limit
+        # it is skipped, and the beat still goes out.
+        if not is_out_of_memory(exc):
+            raise

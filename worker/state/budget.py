@@ -9,6 +9,11 @@ and a second charge for it is a no-op that reports success.
 The read budget is the characters a report's continuations may return (a continuation opens no
 connection and costs no fetch, so it needs a bound of its own): a second script, the same
 guarantees, granting the rest when less is left than was asked.
+
+A charge is for a result: a job whose result could not be stored (Redis out of memory, say) gets
+its charge back (``refund``), so a report never pays for work it never received. A charge that
+Redis refuses for memory is tried again after the page cache has given some back
+(``worker.state.memory``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, cast
 
 from worker.state import keys
+from worker.state.memory import relieving
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -49,6 +55,21 @@ end
 return {1, used, 0}
 """
 
+# KEYS[1]: the report's budget hash. ARGV[1]: job id. Returns 1 when a charge was given back.
+# The job's marker goes first: a deletion, so Redis runs the script even at its memory limit.
+REFUND_SCRIPT = """
+local marker = 'job:' .. ARGV[1]
+local tool = redis.call('HGET', KEYS[1], marker)
+redis.call('HDEL', KEYS[1], marker)
+if not tool then
+  return 0
+end
+if tonumber(redis.call('HGET', KEYS[1], tool) or '0') > 0 then
+  redis.call('HINCRBY', KEYS[1], tool, -1)
+end
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class Charge:
@@ -73,18 +94,25 @@ class Budgets:
         self._redis = redis
         self._window_s = settings.budget_window_s
         self._limits = {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
+        self._queue = settings.queue_name
         self._script = redis.register_script(CHARGE_SCRIPT)
+        self._refund = redis.register_script(REFUND_SCRIPT)
 
     def limit(self, tool: Tool) -> int:
         return self._limits[tool]
 
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
         limit = self._limits[tool]
-        raw = await self._script(
-            keys=[keys.budget(report_id)], args=[tool.value, limit, self._window_s, job_id]
+        args = [tool.value, limit, self._window_s, job_id]
+        raw = await relieving(
+            self._redis, self._queue, lambda: self._script(keys=[keys.budget(report_id)], args=args)
         )
         allowed, used, again = cast(list[int], raw)
         return Charge(bool(allowed), int(used), limit, bool(again))
+
+    async def refund(self, report_id: str, job_id: str) -> bool:
+        """Give back the job's charge, if it was charged; True when one was given back."""
+        return bool(await self._refund(keys=[keys.budget(report_id)], args=[job_id]))
 
     async def usage(self, report_id: str) -> tuple[dict[Tool, Usage], int]:
         """Counters per tool and the seconds left in the window (-2 when nothing was charged)."""

@@ -6,6 +6,12 @@ queue, ``{queue}:health-check``, which ``arq --check`` reads: every beat refresh
 arq's own one-line summary, with the same time to live), and a replica that stops re-derives it from
 the replicas still beating, so it exists while any replica does. arq's own worker deletes the queue
 key when it stops, even with others running; the same re-derivation puts it back.
+
+A beat must land even when Redis is full (``maxmemory`` with ``noeviction``): a probe that reads
+no beat restarts a healthy worker exactly when Redis is under pressure, and ``fetch`` would say no
+worker runs. So a beat is one script that first deletes the replica's key, which Redis never
+refuses for memory, and then writes both keys: once a script has written, Redis runs it to its
+end (``worker.state.memory``). The keys are a few hundred bytes, rewritten in place.
 """
 
 from __future__ import annotations
@@ -30,6 +36,14 @@ log = logging.getLogger("research.health")
 
 SCAN_COUNT = 1000
 
+# KEYS: 1 this replica's key, 2 the queue's. ARGV: 1 the replica's beat, 2 arq's summary, 3 ttl ms.
+BEAT_SCRIPT = """
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class Replica:
@@ -48,12 +62,17 @@ class Replica:
 async def publish(
     redis: Redis, queue_name: str, replica_key: str, info: Mapping[str, Any], ttl_s: float
 ) -> None:
-    """One beat: this replica's key and the queue's, in one round trip."""
+    """One beat: this replica's key and the queue's, in one round trip, at Redis's memory limit too."""
     ttl_ms = int(ttl_s * 1000)
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.set(replica_key, dumps(info), px=ttl_ms)
-        pipe.set(keys.queue_health(queue_name), arq_summary(info), px=ttl_ms)
-        await pipe.execute()
+    await redis.eval(  # type: ignore[misc]
+        BEAT_SCRIPT,
+        2,
+        replica_key,
+        keys.queue_health(queue_name),
+        dumps(info).decode(),
+        arq_summary(info),
+        str(max(1, ttl_ms)),
+    )
 
 
 async def withdraw(redis: Redis, queue_name: str) -> None:

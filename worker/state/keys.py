@@ -84,6 +84,12 @@ def page_flight_done(queue_name: str, token: str) -> str:
     return f"{PREFIX}page-flight-done:{queue_name}:{token}"
 
 
+def page_flight_waiters(queue_name: str, token: str = "") -> str:
+    """How many jobs joined a flight (by its token): its outcome is pushed to its done list only
+    when some did, so a flight nobody waits on puts no copy of its page in Redis."""
+    return f"{PREFIX}page-flight-waiters:{queue_name}:{token}"
+
+
 def page_index(queue_name: str) -> str:
     """A sorted set of every cached page key, scored by its expiry (ms): the eviction order."""
     return f"{PREFIX}page-index:{queue_name}"

@@ -8,6 +8,7 @@ briefing. Entries are canonical strings (``worker.guardian.urls``), the same for
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 from worker.guardian.urls import canonical_url
 from worker.logs import fields
 from worker.state import keys
+from worker.state.memory import relieving
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -62,6 +64,7 @@ class Menu:
         self.enabled = settings.url_menu
         self._redis = redis
         self._ttl_s = settings.budget_window_s
+        self._queue = settings.queue_name
         self._script = redis.register_script(ADD_SCRIPT)
         self.dropped = 0  # entries refused by full menus since start-up
 
@@ -81,7 +84,11 @@ class Menu:
             canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
         if not canonical:
             return 0
-        raw = await self._script(keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical])
+        # A full Redis makes room from the page cache first: a menu write is part of paid work.
+        add = functools.partial(
+            self._script, keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical]
+        )
+        raw = await relieving(self._redis, self._queue, add)
         added, dropped, size_before = cast(list[int], raw)
         # Logged once, by the write that fills the menu; later overflow is only counted.
         if dropped and size_before < MENU_CAP:

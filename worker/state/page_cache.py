@@ -14,9 +14,12 @@ be on its menu), because another report's fetch followed those hops under anothe
 
 What is kept, and for how long: a page for ``cache_ttl_s``, unless its response said
 ``Cache-Control: no-store`` or ``private`` or its entry is larger than ``MAX_ENTRY_BYTES``; a 404
-or 410 for ``GONE_TTL_S``; no other failure. A flight's outcome (whatever it is) goes to the jobs
-waiting on it at that moment, even when it is not kept. The cache's total size is bounded by
-``MAX_CACHE_BYTES``: the pages closest to expiry are evicted first to make room.
+or 410 for ``GONE_TTL_S``; no other failure, and no page cut short by CPU time or a deadline (the
+tool marks those not storable). A flight's outcome (whatever it is) goes to the jobs waiting on it
+at that moment, even when it is not kept. The cache's total size is bounded by ``MAX_CACHE_BYTES``
+and by Redis's own memory (``worker.state.memory``): it takes at most half of ``maxmemory``, never
+the headroom that results, budgets and health need, and sheds its own entries (closest to expiry
+first) when Redis is near full or refuses a write.
 
 The deployment is one Redis (or a Sentinel pair), never Cluster: the store script evicts keys
 named by the index, which Cluster would refuse.
@@ -25,6 +28,8 @@ named by the index, which Cluster would refuse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import logging
 import uuid
@@ -40,6 +45,7 @@ from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
+from worker.state.memory import CacheRoom, relieving
 from worker.state.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
@@ -69,13 +75,20 @@ GONE_TTL_S = 60
 FLIGHT_CHECK_S = 1.0
 # A flight's outcome outlives it this long: only jobs already waiting on it need it.
 DONE_TTL_MS = 10_000
+# A flight's waiter count lives this long at most (a few bytes): longer than any flight, so a
+# waiter that joined early is still counted when a slow fetch ends.
+WAITERS_TTL_MS = 300_000
+# How often a worker looks at Redis's memory when it fetches nothing (each fetch looks too).
+HEADROOM_CHECK_S = 1.0
 
 # May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
 MayFollow = Callable[[Target, Target], Awaitable[bool]]
 
-# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
-# Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
-# miss and taking the lease no other job can take it too: exactly one job leads a flight.
+# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache,
+# the prefix of the flights' waiter counts, their time to live ms. Returns {'hit', entry},
+# {'join', the fetcher's token} or {'lead', token}. One script, so between a miss and taking the
+# lease no other job can take it too: exactly one job leads a flight. A job that joins counts
+# itself in the flight's waiters, in the same step, so the flight's end knows someone waits.
 JOIN_SCRIPT = """
 if ARGV[3] == '1' then
   local entry = redis.call('GET', KEYS[1])
@@ -85,6 +98,9 @@ if ARGV[3] == '1' then
 end
 local holder = redis.call('GET', KEYS[2])
 if holder then
+  local waiting = ARGV[4] .. holder
+  redis.call('INCR', waiting)
+  redis.call('PEXPIRE', waiting, ARGV[5])
   return {'join', holder}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
@@ -100,7 +116,8 @@ return 0
 """
 
 # KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
-# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes. ARGV: 1 token, 2 the outcome,
+# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes, 7 the flight's waiter count
+# (the outcome goes to the done list only when some job waits). ARGV: 1 token, 2 the outcome,
 # 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in bytes, 6 the done list's ms,
 # 7 the most evictions, 8 the most expired index entries to drop, 9 the longest any entry lives (ms),
 # which the bookkeeping keys outlive by nothing: once every entry has expired, they go too.
@@ -156,8 +173,12 @@ end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end
-redis.call('RPUSH', KEYS[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
+local waiting = tonumber(redis.call('GET', KEYS[7]) or '0')
+redis.call('DEL', KEYS[7])
+if waiting > 0 then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+end
 return kept
 """
 
@@ -209,6 +230,25 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
+        self._room = CacheRoom(redis, settings.queue_name)
+        self._keeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Keep Redis's headroom while the worker runs, fetching or not: a worker whose claims Redis
+        refuses (full) fetches nothing, and the cache must give way all the same."""
+        if self.enabled:
+            self._keeper = asyncio.create_task(self._keep_headroom())
+
+    async def stop(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+
+    async def _keep_headroom(self) -> None:
+        while True:
+            await self._room.keep_headroom()
+            await asyncio.sleep(HEADROOM_CHECK_S)
 
     async def serve(
         self,
@@ -228,6 +268,7 @@ class PageCache:
         if not self.enabled:
             fetched = await fetch(may_follow)
             return Served(fetched.page, Source.FETCHED)
+        await self._room.keep_headroom()
         digest = url_digest(target.url)
         entry = keys.page(self._queue, extract, digest)
         lease = keys.page_flight(self._queue, extract, digest)
@@ -235,7 +276,13 @@ class PageCache:
         joined = False
         while True:
             token = uuid.uuid4().hex
-            reply = await self._join(keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
+            waiters = keys.page_flight_waiters(self._queue)
+            join = functools.partial(
+                self._join,
+                keys=[entry, lease],
+                args=[token, LEASE_MS, int(read_cache), waiters, WAITERS_TTL_MS],
+            )
+            reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
                 outcome = decode(value)
@@ -294,6 +341,7 @@ class PageCache:
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
         try:
+            bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
             await self._finish(
                 keys=[
                     entry,
@@ -302,13 +350,14 @@ class PageCache:
                     keys.page_index(self._queue),
                     keys.page_sizes(self._queue),
                     keys.page_bytes(self._queue),
+                    keys.page_flight_waiters(self._queue, token),
                 ],
                 args=[
                     token,
                     payload,
                     int(keep),
                     keep_ms,
-                    MAX_CACHE_BYTES,
+                    bound,
                     DONE_TTL_MS,
                     MAX_EVICTIONS,
                     MAX_PRUNE,

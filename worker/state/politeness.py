@@ -10,7 +10,9 @@ wakes, and looks again at least every ``SLOT_CHECK_S`` in case a holder died wit
 
 A 429 or 503 with Retry-After puts the host in the queue's backoff set until then, and every
 worker reads that set before taking a slot: a job holds until the time has come, or, when that is
-past its own deadline, ends at once in ``rate_limited`` naming the host.
+past its own deadline, ends at once in ``rate_limited`` naming the host. The job that got the answer
+ends the same way when the wait it asks for is past its deadline (``past_deadline``), and with the
+host's ``http_status`` when the wait would fit.
 
 Waiting is an await on Redis or on the clock, never a lock on the event loop, so the worker's other
 jobs, and fetches to other hosts, go on. The host is the site: a name and its ``www.`` twin, with
@@ -212,10 +214,11 @@ class Politeness:
             # Shielded: a job cancelled at its deadline still gives its slot back at once.
             await asyncio.shield(self._release(host, token))
 
-    async def hold_if_asked(self, target: Target, status: int, retry_after_s: float | None) -> None:
-        """A 429 or 503 with Retry-After holds every worker's fetches to the host until then."""
+    async def hold_if_asked(self, target: Target, status: int, retry_after_s: float | None) -> float:
+        """A 429 or 503 with Retry-After holds every worker's fetches to the host until then;
+        returns the seconds the host asked for (0 when it asked for nothing)."""
         if status not in BACKOFF_STATUSES or not retry_after_s or retry_after_s <= 0:
-            return
+            return 0.0
         host = host_of(target)
         seconds = min(retry_after_s, MAX_HOLD_S)
         try:
@@ -226,9 +229,22 @@ class Politeness:
         except (RedisError, OSError) as exc:
             # The job still reports the host's answer; only the hold for later fetches is lost.
             log.warning("host hold not recorded", extra=fields(host=host, error=type(exc).__name__))
-            return
+            return retry_after_s
         log.info("host asked to be left alone", extra=fields(host=host, status=status, hold_s=seconds))
         await self._sample()
+        return retry_after_s
+
+    @staticmethod
+    def past_deadline(target: Target, status: int, asked_s: float, until: float) -> RateLimited | None:
+        """The failure for a host's answer asking for a wait past ``until`` (loop time), or None."""
+        left = until - asyncio.get_running_loop().time()
+        if asked_s <= 0 or asked_s <= left:
+            return None
+        return RateLimited(
+            f"{host_of(target)} asked the worker to wait (Retry-After) {min(asked_s, MAX_HOLD_S):.0f} s, "
+            "past this fetch's deadline; try it later",
+            status=status,
+        )
 
     async def _take(self, host: str, token: str, until: float) -> None:
         loop = asyncio.get_running_loop()

@@ -11,7 +11,10 @@ reader still sees the "4.5 stars" of a rating badge.
 
 A ``<select>`` shows its options as a list box when it is ``multiple`` or has a ``size`` above 1;
 a drop-down shows only the selected option (the last one marked ``selected``, else the first),
-and the rest of its list is dropped without counting as hidden, since a click shows it.
+and the rest of its list is dropped without counting as hidden, since a click shows it. A select
+that is itself hidden (the ``hidden`` attribute, an inline ``display:none`` or ``visibility:hidden``,
+a screen-reader-only class) shows none of its options, drop-down or list box: every option is
+dropped and counted, as any hidden element's text is.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class SelectDisplay:
         self._writer = writer
         self._select: Open | None = None
         self._outer_bits = 0  # the bits around the select, which its shown options have
+        self._hidden = False  # the select itself is hidden: no option is shown
         self._list_box = False
         self._shown: tuple[int, int] | None = None  # blocks and containers before the shown option
 
@@ -59,6 +63,9 @@ class SelectDisplay:
         entries = self._stack.entries
         self._select = entries[-1]
         self._outer_bits = entries[-2].bits if len(entries) > 1 else self._stack.root_bits
+        # The select's own bits carry DROP (its loose text is never shown), which keeps the
+        # element rules from being asked of it when it is pushed: they are asked here.
+        self._hidden = bool(hiding_bits("select", attrs))
         size = attrs.get("size", "").strip()
         self._list_box = "multiple" in attrs or (size.isdigit() and int(size[:6]) > 1)
         self._shown = None
@@ -69,6 +76,8 @@ class SelectDisplay:
         if not self._inside_select():
             return bits
         shown = self._outer_bits
+        if self._hidden:
+            return shown | HIDDEN  # counted, not DROP: the options are hidden text like any other
         if self._list_box:
             return shown
         writer = self._writer

@@ -1,9 +1,10 @@
 """The PDF child process: reads PDFs sent by its worker, one at a time, and answers with their text.
 
-The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES`` with an empty
-environment (no keys, no Redis address) and no descriptor but its three pipes. Before it reads
+The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES [NICENESS]`` with
+an empty environment (no keys, no Redis address) and no descriptor but its three pipes. Before it reads
 any PDF it confines itself, so that even a PDF that takes over PDFium finds nothing to use:
 
+- it lowers its own priority (NICENESS), so a core it shares with its worker is the worker's first;
 - its address space is capped (RLIMIT_AS), so a decompression bomb fails inside the child;
 - it can open no file and no socket (RLIMIT_NOFILE is lowered to the three pipes it holds), and
   can write no file (RLIMIT_FSIZE 0), start no process (RLIMIT_NPROC 0) and dump no core;
@@ -18,8 +19,10 @@ the limit, or a crash, and starts a fresh child for the next PDF.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import math
+import os
 import resource
 import sys
 
@@ -83,6 +86,9 @@ def serve() -> int:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) > 2:
+        with contextlib.suppress(OSError):
+            os.nice(int(argv[2]))
     warm_up()
     confine(int(argv[1]))
     return serve()

@@ -9,8 +9,12 @@ PDF gets a fresh child.
 
 The pool is loop-agnostic: each exchange runs in one of the pool's own threads (as many as there
 are children, so a thread never waits for a child), and the worker's event loop only awaits the
-thread. It starts lazily with the first PDF and stops at exit; an idle child also stops by itself
-when its worker's pipe closes, so none outlives a worker that was killed.
+thread. Which PDF goes next is the cost queue's choice (``jobs.reader.pdf.schedule``): the site
+whose PDFs have cost the children least lately, never the smallest file. PDFs never hold the
+worker's CPU slots, which are for the HTML reductions running in the worker itself, and the
+children run at a lower priority (``CHILD_NICENESS``), so a core they share with the worker goes
+to the worker's event loop first. It starts lazily with the first PDF and stops at exit; an idle
+child also stops by itself when its worker's pipe closes, so none outlives a worker that was killed.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
+from jobs.reader.pdf.schedule import CostQueue
 from jobs.reader.pdf.wire import (
     REPLY_HEAD,
     Reading,
@@ -41,6 +47,8 @@ from jobs.reader.pdf.wire import (
 
 # Two cores per machine: more children than that add memory, not throughput.
 POOL_SIZE = 2
+# The children's niceness: a core shared with the worker goes to the worker's event loop first.
+CHILD_NICENESS = 10
 # Far above what text extraction of a real 16 MiB PDF needs (the benchmark's peak is printed
 # beside it), far below what a bomb asks for.
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
@@ -49,6 +57,8 @@ DOCUMENTS_PER_CHILD = 200
 CHILD_MODULE = "jobs.reader.pdf.child"
 EXIT_OUT_OF_MEMORY = 3  # pdf_child's status after a MemoryError
 RETIRE_WAIT_S = 1.0
+# The least CPU budget a PDF reads with, however late its seat came: enough for a first page.
+MIN_BUDGET_S = 0.05
 
 
 class Failure(StrEnum):
@@ -96,7 +106,7 @@ class Child:
         # session (a terminal's Ctrl-C is for the worker, which then closes the pipes), and
         # isolated mode, so nothing in the environment or the working directory is imported.
         self.process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-            [sys.executable, "-I", "-m", CHILD_MODULE, str(memory_bytes)],
+            [sys.executable, "-I", "-m", CHILD_MODULE, str(memory_bytes), str(CHILD_NICENESS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -213,13 +223,34 @@ class PdfPool:
         self._busy: set[Child] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CostQueue] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    async def read(self, body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading | Refusal:
-        """The child's reading of ``body``; raise ChildFailed when it hit a limit or crashed."""
-        limits = Limits.for_budget(cpu_budget_s, self.memory_bytes, self.wall_s)
-        request = Request(body, max_chars, limits.cpu_budget_s, limits.cpu_limit_s)
+    async def read(
+        self,
+        body: bytes,
+        *,
+        max_chars: int,
+        cpu_budget_s: float,
+        cost_key: str = "",
+        until: float | None = None,
+    ) -> Reading | Refusal:
+        """The child's reading of ``body``; raise ChildFailed when it hit a limit or crashed.
+
+        It waits for a child in the pool's cost queue, charged to ``cost_key`` (the site); with
+        ``until`` (loop time), a PDF that waited long reads with the time it has left.
+        """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._exchange, request, limits)
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = CostQueue(self.size)
+        async with queue.seat(cost_key):
+            if until is not None:
+                cpu_budget_s = max(MIN_BUDGET_S, min(cpu_budget_s, until - loop.time()))
+            limits = Limits.for_budget(cpu_budget_s, self.memory_bytes, self.wall_s)
+            request = Request(body, max_chars, limits.cpu_budget_s, limits.cpu_limit_s)
+            return await loop.run_in_executor(self._executor, self._exchange, request, limits)
 
     def children(self) -> list[int]:
         """The pids of the children alive now, idle or busy."""

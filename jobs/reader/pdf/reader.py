@@ -46,12 +46,20 @@ class PdfText:
     pages_read: int  # pages whose text was extracted
     stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
     page_starts: tuple[int, ...] = ()  # where each page read starts in ``text``
+    out_of_time: bool = False  # pages were left unread because the CPU budget ran out
 
 
-async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfText:
-    """Raise UnsupportedContentType, with the reason in the message, when the PDF cannot be read."""
+async def read_pdf(
+    body: bytes, *, max_chars: int, cpu_budget_s: float, cost_key: str = "", until: float | None = None
+) -> PdfText:
+    """Raise UnsupportedContentType, with the reason in the message, when the PDF cannot be read.
+
+    ``cost_key`` (the site) is what the pool charges the reading's time to; ``until`` (loop time)
+    shortens the budget of a PDF that waited for a child."""
     try:
-        reply = await default_pool().read(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
+        reply = await default_pool().read(
+            body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=cost_key, until=until
+        )
     except ChildFailed as failed:
         # For operators: a run of these is a bomb campaign, or a PDFium bug worth reporting.
         log.warning("a PDF child failed", extra=fields(failure=failed.failure.value, bytes=len(body)))
@@ -73,6 +81,7 @@ async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfTe
         pages_read=reply.pages_read - reply.unreadable_pages,
         stopped_early=_stopped_early(reply),
         page_starts=starts,
+        out_of_time=not reply.complete,
     )
 
 

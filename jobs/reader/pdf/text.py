@@ -11,6 +11,7 @@ half-off-page text object is read character by character.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import math
 import re
@@ -22,14 +23,18 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
 from jobs.reader.hidden import strip_invisible
+from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
+    BARE_PAGE,
     MIN_VISIBLE_ALPHA,
+    PAGE_WHITE,
     STROKE_MODES,
+    Beneath,
     Box,
     Hidden,
     TextLook,
     judge,
-    near_white,
+    over,
     placement,
 )
 from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal
@@ -45,6 +50,9 @@ MAX_URI_BYTES = 8192
 MAX_FORM_DEPTH = 12
 # Objects judged per page; a page of a million glyph runs is read without judging the rest.
 MAX_OBJECTS_PER_PAGE = 50_000
+# Paints looked at beneath one text object: past this many the text is judged seen, so a page of
+# thousands of shapes costs a bounded look per text, not one that grows with the page.
+MAX_BENEATH = 64
 
 _LINE_BREAKS = re.compile(r"\n{2,}")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
@@ -200,8 +208,10 @@ class _Paint(NamedTuple):
 
     order: int
     box: Box
-    image: bool  # an image or a shading: its colours are unknown, so it counts as darker
+    image: bool  # an image or a shading: what it shows is read from its pixels (a shading: a picture)
     color: tuple[int, int, int, int] | None  # a path's fill colour; None for a path that is not filled
+    handle: Any = None  # an image's object, to read its pixels
+    to_page: Matrix | None = None  # an image's matrix: its unit square to page space
 
 
 class _PageScan:
@@ -217,6 +227,7 @@ class _PageScan:
         self._colors = [ctypes.c_uint() for _ in range(4)]
         self._matrix = raw.FS_MATRIX()
         self._doubles = [ctypes.c_double() for _ in range(4)]
+        self._pixels: dict[int, Pixels] = {}  # by paint order: each image decoded once per page
         texts: list[tuple[int, Any, Matrix | None]] = []
         for order, (kind, handle, form) in enumerate(_objects(page)):
             if kind == raw.FPDF_PAGEOBJ_TEXT:
@@ -252,8 +263,8 @@ class _PageScan:
         verdict = judge(
             look,
             self.visible_box,
-            image_near=lambda: any(p.image and p.box.overlaps(look.box) for p in self._paints),
-            darker_beneath=lambda: self._darker_beneath(order, look.box),
+            image_shows=lambda: self._image_shows(look.box),
+            beneath=lambda: self._beneath(order, look.box),
         )
         if verdict is not None:
             self.hidden[_address(handle)] = verdict
@@ -277,24 +288,59 @@ class _PageScan:
 
     def _paint(self, order: int, kind: int, handle: Any, form: Matrix | None) -> _Paint:
         box = self._box(handle, form)
+        if kind == raw.FPDF_PAGEOBJ_IMAGE and raw.FPDFPageObj_GetMatrix(handle, ctypes.byref(self._matrix)):
+            m = self._matrix
+            own = (m.a, m.b, m.c, m.d, m.e, m.f)
+            return _Paint(order, box, True, None, handle, own if form is None else _compose(own, form))
         if kind != raw.FPDF_PAGEOBJ_PATH:
-            return _Paint(order, box, image=True, color=None)
+            return _Paint(order, box, image=True, color=None)  # a shading: a picture
         fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
         raw.FPDFPath_GetDrawMode(handle, ctypes.byref(fill_mode), ctypes.byref(stroke))
         color = self._color(raw.FPDFPageObj_GetFillColor, handle) if fill_mode.value else None
         return _Paint(order, box, image=False, color=color)
 
-    def _darker_beneath(self, order: int, box: Box) -> bool:
-        """Whether the topmost fill drawn before the text, under its centre, is darker than white."""
+    def _image_shows(self, box: Box) -> bool:
+        """Whether an image over or under the box shows something there (its pixels vary)."""
+        return any(p.image and p.box.overlaps(box) and self._flat(p, box) is None for p in self._paints)
+
+    def _beneath(self, order: int, box: Box) -> Beneath:
+        """What lies under the box's centre: the paints drawn before the text, topmost first down
+        to the first opaque one, composed over the white page."""
         x, y = box.center
-        for paint in reversed(self._paints):
-            if paint.order > order or not paint.box.contains(x, y):
+        layers: list[tuple[int, int, int, int]] = []
+        # Paints are in painting order: those drawn before the text end where its order would go.
+        before = bisect.bisect_left(self._paints, order, key=lambda paint: paint.order)
+        for looked, index in enumerate(range(before - 1, -1, -1)):
+            if looked >= MAX_BENEATH:
+                return Beneath(None, drawn=True)  # too much beneath to judge: counted as seen
+            paint = self._paints[index]
+            if not paint.box.contains(x, y):
                 continue
             if paint.image:
-                return True
+                flat = self._flat(paint, box)
+                if flat is None:
+                    return Beneath(None, drawn=True)  # a picture: any text on it may be seen
+                layers.append(flat)
+                break
             if paint.color is not None and paint.color[3] >= MIN_VISIBLE_ALPHA:
-                return not near_white(paint.color)
-        return False
+                layers.append(paint.color)
+                if paint.color[3] == 255:
+                    break
+        if not layers:
+            return BARE_PAGE
+        color = PAGE_WHITE
+        for layer in reversed(layers):
+            color = over(color, layer)
+        return Beneath(color, drawn=True)
+
+    def _flat(self, paint: _Paint, box: Box) -> tuple[int, int, int, int] | None:
+        """The one colour an image shows under the box, or None (a picture, a shading, unreadable)."""
+        if paint.handle is None or paint.to_page is None:
+            return None
+        pixels = self._pixels.get(paint.order)
+        if pixels is None:
+            pixels = self._pixels[paint.order] = Pixels(paint.handle, paint.to_page)
+        return pixels.flat_color(box)
 
     def _color(self, getter: Any, handle: Any) -> tuple[int, int, int, int]:
         r, g, b, a = self._colors

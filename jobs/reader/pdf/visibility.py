@@ -2,17 +2,24 @@
 
 A PDF can carry text that no viewer shows, and that is where an instruction aimed at a model hides
 in a document a human has reviewed. Four carriers are recognised, each from facts PDFium reports
-about a text object:
+about a text object and what is drawn around it:
 
 - text placed off the visible page (outside the intersection of its media and crop boxes);
 - text in an invisible render mode (3, or 7: clip only) or painted fully transparent, unless an
-  image lies under or over it: that is how OCR puts a searchable layer on a scanned page, and the
-  words are the ones in the picture;
+  image that shows something (its pixels under the text differ) lies under or over it: that is
+  how OCR puts a searchable layer on a scanned page, and the words are the ones in the picture. A
+  blank image (one colour under the text, such as a 1x1 white image stretched over the page) shows
+  nothing, and carries nothing;
 - text too small to read (an effective size under 2 points once every scale on it is applied);
-- near-white text with nothing darker drawn beneath it: on the white page it cannot be seen.
+- text the colour of what lies beneath it: the bare white page, a filled box (black on black, red
+  on red), or an image that is one colour under the text. What lies beneath is the paints drawn
+  before the text under its centre, composed with their opacity over the white page; text whose
+  painted colours, at their own opacity, are within ``NEAR_WHITE`` of it on every channel is not
+  seen. An image whose pixels under the text vary is a picture, and text on it is seen.
 
-The rules judge boxes and colours, not pixels: text covered by a shape drawn after it, or clipped
-away by a clipping path, is not detected (a renderer would be needed, at many times the cost).
+The rules judge boxes, colours and the pixels of images, not a rendering: text covered by a shape
+drawn after it, or clipped away by a clipping path, is not detected (a renderer would be needed, at
+many times the cost).
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from typing import NamedTuple
 
 # Under 2 points (0.7 mm on paper) no one reads text, on paper or on a screen at 100%.
 MIN_READABLE_PT = 2.0
-# A colour channel within this distance of white counts as white (#E7E7E7 and lighter).
+# A colour channel within this distance of white counts as white (#E7E7E7 and lighter), and text
+# within it of what lies beneath, on every channel, is the colour of its background.
 NEAR_WHITE = 24
 # Under this opacity (of 255) a colour is not seen at all.
 MIN_VISIBLE_ALPHA = 26
@@ -32,6 +40,7 @@ FILL_MODES = frozenset({0, 2, 4, 6})
 STROKE_MODES = frozenset({1, 2, 5, 6})
 
 Rgba = tuple[int, int, int, int]
+PAGE_WHITE: Rgba = (255, 255, 255, 255)
 
 
 class Hidden(StrEnum):
@@ -40,7 +49,8 @@ class Hidden(StrEnum):
     OFF_PAGE = "off_page"
     INVISIBLE = "invisible"
     TOO_SMALL = "too_small"
-    WHITE_ON_NOTHING = "white_on_nothing"
+    WHITE_ON_NOTHING = "white_on_nothing"  # the colour of the bare page
+    SAME_AS_BACKGROUND = "same_as_background"  # the colour of a fill or a blank image beneath it
 
 
 class Box(NamedTuple):
@@ -99,6 +109,31 @@ def near_white(color: Rgba) -> bool:
     return min(color[:3]) >= 255 - NEAR_WHITE
 
 
+class Beneath(NamedTuple):
+    """What lies beneath a text object's centre: one colour, or None for a picture (pixels that
+    vary, a shading) on which any text may be seen; ``drawn`` is False for the bare page."""
+
+    color: Rgba | None
+    drawn: bool
+
+
+BARE_PAGE = Beneath(PAGE_WHITE, drawn=False)
+
+
+def over(below: Rgba, paint: Rgba) -> Rgba:
+    """``paint`` drawn over ``below`` at its own opacity (the result is opaque)."""
+    alpha = paint[3] / 255
+    r, g, b = (round(p * alpha + q * (1 - alpha)) for p, q in zip(paint[:3], below[:3], strict=True))
+    return (r, g, b, 255)
+
+
+def blends_in(color: Rgba, background: Rgba) -> bool:
+    """Whether text of ``color`` (at its opacity) drawn on ``background`` differs from it by no more
+    than ``NEAR_WHITE`` on any channel: the same colour to the eye."""
+    shown = over(background, color)
+    return max(abs(a - b) for a, b in zip(shown[:3], background[:3], strict=True)) <= NEAR_WHITE
+
+
 def placement(box: Box, page: Box) -> bool | None:
     """True when the box lies on the visible page, False when wholly off it, None when it straddles
     the edge (the caller then judges each character)."""
@@ -110,21 +145,25 @@ def placement(box: Box, page: Box) -> bool | None:
 Question = Callable[[], bool]
 
 
-def judge(look: TextLook, page: Box, *, image_near: Question, darker_beneath: Question) -> Hidden | None:
+def judge(
+    look: TextLook, page: Box, *, image_shows: Question, beneath: Callable[[], Beneath]
+) -> Hidden | None:
     """Why the text would not be seen, or None when it would.
 
-    The two questions cost a look at the page's other objects, so they are asked only of the text
-    that needs them: ``image_near`` (does an image overlap the text? an OCR layer is then what the
-    picture shows) of invisible text, ``darker_beneath`` (is a fill or image that is not near-white
-    drawn beneath the text's centre?) of near-white text.
+    The two questions cost a look at the page's other objects (and an image's pixels), so they are
+    asked only of the text that needs them: ``image_shows`` (does an image that shows something
+    overlap the text? an OCR layer is then what the picture shows) of invisible text only;
+    ``beneath`` (what lies under the text's centre) of text that is painted, on the page and large
+    enough to read.
     """
     if placement(look.box, page) is False:
         return Hidden.OFF_PAGE
     colors = painted_colors(look)
     if look.mode in INVISIBLE_MODES or not colors:
-        return None if image_near() else Hidden.INVISIBLE
+        return None if image_shows() else Hidden.INVISIBLE
     if look.size < MIN_READABLE_PT:
         return Hidden.TOO_SMALL
-    if all(near_white(color) for color in colors) and not darker_beneath():
-        return Hidden.WHITE_ON_NOTHING
+    under = beneath()
+    if under.color is not None and all(blends_in(color, under.color) for color in colors):
+        return Hidden.SAME_AS_BACKGROUND if under.drawn else Hidden.WHITE_ON_NOTHING
     return None

@@ -1,0 +1,225 @@
+"""Redis's memory: how full it is, how much of it the page cache may take, and making room in it.
+
+The deployment runs Redis with ``maxmemory`` and ``noeviction``: when it is full, every write is
+refused, and paid work is lost (a result that cannot be stored, a charge without a result, a health
+beat that fails so a probe restarts a healthy worker). The page cache is the one thing in Redis
+that can be dropped without loss, so it gives way to everything else:
+
+- its bound follows Redis: read from ``INFO memory`` (``used_memory``, ``maxmemory``) at most once
+  every ``READ_EVERY_S``, the cache may hold at most ``CACHE_SHARE`` of ``maxmemory`` (and never
+  more than its fixed bound), and only while Redis keeps ``HEADROOM_SHARE`` of it free for the
+  rest; past that it sheds its own entries, closest to expiry first (``CacheRoom``);
+- a write that Redis refuses for memory anyway (``is_out_of_memory``) sheds cache entries and is
+  tried again (``relieving``), as long as the cache had something to give; only then is the
+  refusal real, and it is raised.
+
+A Redis without ``maxmemory`` (0) bounds nothing here: the fixed bound applies. A Redis user that
+may not read ``INFO memory`` gets the fixed bound and the retries; the worker says so once.
+
+Small bookkeeping scripts that must work at the limit (the shedding itself, a budget refund, the
+health beat) start with a deletion, which Redis never refuses for memory: once a script has
+written, Redis runs it to its end (it cannot stop a script half-way), so the few bytes they write
+land even when Redis is full (Redis 6.2 and later, with or without script flags).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
+
+from worker.logs import fields
+from worker.state import keys
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+log = logging.getLogger("research.memory")
+
+T = TypeVar("T")
+
+# INFO memory is a few hundred microseconds of Redis's time: once a second per worker is nothing.
+READ_EVERY_S = 1.0
+# After a refusal to read INFO (an ACL without +info|memory), ask again this seldom.
+UNREADABLE_RETRY_S = 60.0
+# The cache's share of Redis at most, and the share of Redis it leaves free for results, budgets,
+# menus and health (a result is up to a few hundred KB, and a worker writes a few a second).
+CACHE_SHARE = 0.5
+HEADROOM_SHARE = 0.2
+# One round of shedding frees about this much, at most this many entries.
+SHED_BYTES = 1024 * 1024
+SHED_ENTRIES = 64
+# A refused write is tried again after this many rounds of shedding at most.
+RELIEF_ROUNDS = 8
+# Redis's words for a write refused at maxmemory (redis-py names the error only outside scripts).
+OOM_MARKERS = ("OOM command not allowed", "command not allowed when used memory")
+
+# KEYS: 1 the index (sorted set of entry keys by expiry ms), 2 the sizes (hash), 3 the total bytes.
+# ARGV: 1 bytes to free, 2 most entries. Returns {bytes freed, entries dropped}. The entries that
+# expire soonest go first, as the store's own eviction does; every command here frees memory or
+# rewrites a counter in place, and the first is a deletion, so Redis runs it at its limit too.
+SHED_SCRIPT = """
+local freed, dropped = 0, 0
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+while freed < tonumber(ARGV[1]) and dropped < tonumber(ARGV[2]) do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #oldest == 0 then
+    break
+  end
+  local key = oldest[1]
+  local size = tonumber(redis.call('HGET', KEYS[2], key) or '0')
+  redis.call('UNLINK', key)
+  redis.call('ZREM', KEYS[1], key)
+  redis.call('HDEL', KEYS[2], key)
+  freed = freed + size
+  dropped = dropped + 1
+end
+if dropped > 0 then
+  redis.call('SET', KEYS[3], math.max(total - freed, 0), 'KEEPTTL')
+end
+return {freed, dropped}
+"""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether Redis refused a write because it is at ``maxmemory`` (any client, any script)."""
+    if isinstance(error, OutOfMemoryError):
+        return True
+    return isinstance(error, ResponseError) and any(marker in str(error) for marker in OOM_MARKERS)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Redis's memory when last read, in bytes; ``maxmemory`` 0 means unbounded."""
+
+    used: int
+    maxmemory: int
+
+
+class RedisMemory:
+    """``INFO memory``, read at most once every ``READ_EVERY_S`` however often it is asked."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        self._reading: Reading | None = None
+        self._read_at = float("-inf")
+        self._unreadable = False
+
+    def stale(self) -> None:
+        """The next ``reading`` asks Redis again (after shedding, say)."""
+        self._read_at = float("-inf")
+
+    async def reading(self) -> Reading | None:
+        """The last reading, refreshed when it is older than its rate; None when unknown."""
+        now = asyncio.get_running_loop().time()
+        wait = UNREADABLE_RETRY_S if self._unreadable else READ_EVERY_S
+        if now - self._read_at < wait:
+            return self._reading
+        self._read_at = now
+        try:
+            info = await self._redis.info("memory")
+        except ResponseError as exc:  # NOPERM: the ACL lacks +info|memory
+            if not self._unreadable:
+                log.warning(
+                    "cannot read Redis's memory (INFO memory); the page cache keeps its fixed bound",
+                    extra=fields(error=type(exc).__name__),
+                )
+            self._unreadable, self._reading = True, None
+            return None
+        except (RedisError, OSError):
+            return self._reading  # a blip: the last reading stands until the next try
+        self._unreadable = False
+        self._reading = Reading(int(info.get("used_memory", 0)), int(info.get("maxmemory", 0)))
+        return self._reading
+
+
+def cache_bound(reading: Reading | None, cache_bytes: int, fixed_bound: int) -> int:
+    """The most the cache may hold now: its fixed bound, its share of Redis, and no more than
+    leaves Redis its headroom (what the cache holds now, plus what is free beyond the headroom)."""
+    if reading is None or reading.maxmemory <= 0:
+        return fixed_bound
+    headroom = int(reading.maxmemory * HEADROOM_SHARE)
+    free_beyond_headroom = reading.maxmemory - headroom - reading.used
+    return max(0, min(fixed_bound, int(reading.maxmemory * CACHE_SHARE), cache_bytes + free_beyond_headroom))
+
+
+async def shed(redis: Redis, queue_name: str, nbytes: int = SHED_BYTES) -> int:
+    """Drop cached pages (closest to expiry first) worth about ``nbytes``; returns bytes freed."""
+    freed, dropped = cast(
+        list[int],
+        await redis.eval(  # type: ignore[misc]
+            SHED_SCRIPT,
+            3,
+            keys.page_index(queue_name),
+            keys.page_sizes(queue_name),
+            keys.page_bytes(queue_name),
+            str(max(1, nbytes)),
+            str(SHED_ENTRIES),
+        ),
+    )
+    if dropped:
+        log.info("page cache gave memory back to Redis", extra=fields(bytes=int(freed), pages=int(dropped)))
+    return int(freed) if dropped else 0
+
+
+async def relieving(redis: Redis, queue_name: str, write: Callable[[], Awaitable[T]]) -> T:
+    """``write()``, and when Redis refuses it for memory, the same write again after the page
+    cache has given some back, until it lands or the cache has nothing left to give."""
+    for _ in range(RELIEF_ROUNDS):
+        try:
+            return await write()
+        except ResponseError as exc:  # OutOfMemoryError is one
+            if not is_out_of_memory(exc):
+                raise
+            try:
+                freed = await shed(redis, queue_name)
+            except (RedisError, OSError):
+                freed = 0
+            if not freed:
+                raise
+    return await write()
+
+
+class CacheRoom:
+    """How much the page cache of one queue may hold now, and keeping it there."""
+
+    def __init__(self, redis: Redis, queue_name: str) -> None:
+        self._redis = redis
+        self._queue = queue_name
+        self._memory = RedisMemory(redis)
+        self._acted_on: Reading | None = None  # the reading the last shedding answered
+
+    async def bound(self, fixed_bound: int) -> int:
+        """The bound a store evicts down to: ``fixed_bound``, lowered to fit Redis's memory."""
+        reading = await self._memory.reading()
+        if reading is None or reading.maxmemory <= 0:
+            return fixed_bound
+        return cache_bound(reading, await self._cache_bytes(), fixed_bound)
+
+    async def keep_headroom(self) -> None:
+        """Shed cached pages when Redis is past its headroom: asked before each fetch, it reads
+        Redis's memory at most once a second and sheds only when that reading is new and high."""
+        reading = await self._memory.reading()
+        if reading is None or reading.maxmemory <= 0 or reading is self._acted_on:
+            return
+        self._acted_on = reading
+        limit = reading.maxmemory - int(reading.maxmemory * HEADROOM_SHARE)
+        if reading.used <= limit:
+            return
+        try:
+            freed = await shed(self._redis, self._queue, reading.used - limit)
+        except (RedisError, OSError) as exc:
+            log.warning("page cache could not shed", extra=fields(error=type(exc).__name__))
+            return
+        if freed:
+            self._memory.stale()
+
+    async def _cache_bytes(self) -> int:
+        try:
+            return int(await self._redis.get(keys.page_bytes(self._queue)) or 0)
+        except (RedisError, OSError, ValueError):
+            return 0
