@@ -38,6 +38,8 @@ log = logging.getLogger("research.search")
 # The part of the search's time the primary leaves for the fallback when one is configured.
 FALLBACK_SHARE = 1 / 3
 LARGEST_ARGUMENT = 2**63 - 1
+# Refused, not clamped: a number this large is not read as a count at all.
+TOO_LARGE = f"max_results is out of range and was refused; give an integer from 0 to {MAX_RESULTS}"
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,11 @@ def clamped_max_results(value: object) -> int:
     # Past 64 bits a JSON integer cannot travel in a job (orjson refuses to write it) and arrives
     # as a float when it is read: either way the caller asked for a number out of range.
     if isinstance(value, float) and math.isfinite(value) and abs(value) > LARGEST_ARGUMENT:
-        raise InvalidRequest(f"max_results is out of range; it is clamped to 0..{MAX_RESULTS}")
+        raise InvalidRequest(TOO_LARGE)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequest(f"max_results must be an integer, not {type(value).__name__}")
     if abs(value) > LARGEST_ARGUMENT:
-        raise InvalidRequest(f"max_results is out of range; it is clamped to 0..{MAX_RESULTS}")
+        raise InvalidRequest(TOO_LARGE)
     return min(max(value, 0), MAX_RESULTS)
 
 

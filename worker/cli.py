@@ -33,6 +33,7 @@ from worker.config import ConfigError, Settings, default_worker_id, redact_url
 from worker.embedded import Located, Source
 from worker.errors import MissingReportId
 from worker.logs import fields
+from worker.redact import redact_urls
 from worker.runtime.envelope import parse_report_id
 from worker.state import health, keys
 from worker.state.redis_conn import connect
@@ -122,7 +123,7 @@ def print_json(value: Any) -> None:
 
 
 def say(line: str) -> None:
-    sys.stderr.write(f"research-worker: {line}\n")
+    sys.stderr.write(f"research-worker: {redact_urls(line)}\n")
     sys.stderr.flush()
 
 
@@ -192,7 +193,8 @@ async def _run_job(
     finally:
         await redis.aclose()
     wait_s = args.wait if args.wait is not None else settings.job_timeout_s + WAIT_MARGIN_S
-    async with ResearchClient(settings=settings, wait_s=wait_s) as client:
+    # Whether a worker runs was checked above, with the command line's own message.
+    async with ResearchClient(settings=settings, wait_s=wait_s, require_worker=False) as client:
         if seed:
             await client.seed_urls(report_id, seed)
         result = await _showing_progress(job(client), f"the {what} job on {settings.queue_name}")
