@@ -1,7 +1,8 @@
 """What a search provider is to web_search: a name, a readiness check, a search, and what it found.
 
 A provider returns ``Found``: results already cleaned (``jobs.providers.cleaning``) and the spend
-to record, ``None`` for a provider that costs nothing. It fails with a ``ResearchError``; the two
+to record, ``None`` for a provider that costs nothing. It fails with a ``ResearchError``, or with
+a ``PaidFailure`` carrying one when the failing answer was billed all the same; the two
 failures after which another provider may still answer are ``RateLimited`` (credits out, or rate
 limited after the retries) and ``ProviderUnavailable`` (a 5xx after the retries).
 
@@ -49,6 +50,19 @@ class Provider(Protocol):
         """Raise when this provider cannot search for ``org_id`` at all (no key): before any charge."""
 
     async def search(self, query: str, max_results: int, org_id: str | None, deadline: Deadline) -> Found: ...
+
+
+class PaidFailure(Exception):
+    """A failure on an answer the provider billed (a completion that cited nothing usable).
+
+    Not a ``ResearchError``: web_search must see it, record ``spend``, then let ``failure`` be the
+    result. A failure the job never learns was paid for is spend nobody counts.
+    """
+
+    def __init__(self, failure: ResearchError, spend: Spend) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.spend = spend
 
 
 def falls_back(error: ResearchError) -> bool:
