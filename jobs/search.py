@@ -175,7 +175,7 @@ async def asking(provider: Provider, request: SearchRequest, deadline: Deadline,
             await record_search(
                 job.runtime, job.report_id, request.org_id, paid.spend, provider=provider.name.value
             )
-            raise paid.failure from None
+            raise
     except ResearchError as failure:
         metrics.provider_searches.labels(provider.name.value, failure.kind.value).inc()
         raise

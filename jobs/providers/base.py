@@ -2,7 +2,7 @@
 
 A provider returns ``Found``: results already cleaned (``jobs.providers.cleaning``) and the spend
 to record, ``None`` for a provider that costs nothing. It fails with a ``ResearchError``, or with
-a ``PaidFailure`` carrying one when the failing answer was billed all the same; the two
+a ``PaidFailure`` (an ``UpstreamError`` with its spend) when the failing answer was billed; the two
 failures after which another provider may still answer are ``RateLimited`` (credits out, or rate
 limited after the retries) and ``ProviderUnavailable`` (a 5xx after the retries).
 
@@ -52,16 +52,13 @@ class Provider(Protocol):
     async def search(self, query: str, max_results: int, org_id: str | None, deadline: Deadline) -> Found: ...
 
 
-class PaidFailure(Exception):
-    """A failure on an answer the provider billed (a completion that cited nothing usable).
+class PaidFailure(UpstreamError):
+    """An ``upstream_error`` on an answer the provider billed (a completion that cited nothing
+    usable): web_search records ``spend`` before the failure is the result, since a failure
+    nobody learns was paid for is spend nobody counts."""
 
-    Not a ``ResearchError``: web_search must see it, record ``spend``, then let ``failure`` be the
-    result. A failure the job never learns was paid for is spend nobody counts.
-    """
-
-    def __init__(self, failure: ResearchError, spend: Spend) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
+    def __init__(self, message: str, spend: Spend = Spend()) -> None:  # noqa: B008 - frozen, shared safely
+        super().__init__(message)
         self.spend = spend
 
 

@@ -255,8 +255,8 @@ def billed_citations(completion: Completion, limit: int, masker: Masker) -> Foun
     it was billed all the same, and the spend is recorded before the failure is the result."""
     try:
         return Found(citations(completion, limit, masker), completion.spend)
-    except ResearchError as failure:
-        raise PaidFailure(failure, completion.spend) from None
+    except UpstreamError as failure:
+        raise PaidFailure(failure.message, completion.spend) from None
 
 
 def url_citation(annotation: object, masker: Masker) -> Citation | None:
