@@ -130,12 +130,16 @@ def say(line: str) -> None:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     with embedded.redis_for_worker(settings.redis_url, settings.runtime_dir) as found:
         settings = dataclasses.replace(settings, redis_url=found.url)
-        asyncio.run(_close(reach(found, settings, REACH_S)))
+        asyncio.run(_close(reach(found, settings, REACH_S)))  # unreachable: its own one line, exit 4
+        # Which Redis, and why, before anything else: every command on the machine may pick a
+        # different one (REDIS_URL, an embedded one, whatever answers at the default address).
+        shown = redact_url(found.url)
+        log.info(
+            f"using Redis at {shown} ({found.why()})",
+            extra=fields(redis_url=shown, found=found.source.value, queue=settings.queue_name),
+        )
         from worker.settings import build_worker  # the tools take a while to import: not before Redis
 
-        log.info(
-            "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
-        )
         build_worker(settings, burst=args.burst).run()
     return Exit.OK
 
