@@ -305,8 +305,13 @@ def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     settings, found = _locate(settings)
-    asyncio.run(_close(reach(found, settings, REACH_S)))
-    from worker.dashboard import serve  # templates and all: not before Redis answers
+    try:
+        asyncio.run(_close(reach(found, settings, REACH_S)))
+    except RedisUnreachable as exc:
+        # A dashboard is for watching outages too: it serves, its pages answer 503 saying why
+        # until Redis is back, and its own /healthz stays 200. Wrong credentials still stop it.
+        say(f"{exc.line()}; serving anyway, the pages answer 503 until Redis is back")
+    from worker.dashboard import serve  # templates and all: after the first try for Redis
 
     return serve(settings, args.host, args.port)
 
@@ -502,7 +507,13 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_dashboard,
     )
     dashboard.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    dashboard.add_argument("--port", type=int, default=8300, help="the port to listen on")
+    dashboard.add_argument(
+        "--port",
+        type=_port,
+        default=8300,
+        metavar="PORT",
+        help="the port to listen on, 1-65535 (0: any free port)",
+    )
 
     command(
         "health",
@@ -520,6 +531,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port in 1..65535 (or 0 for any free port)")
     return value
 
 
