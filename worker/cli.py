@@ -130,7 +130,7 @@ def say(line: str) -> None:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     with embedded.redis_for_worker(settings.redis_url, settings.runtime_dir) as found:
         settings = dataclasses.replace(settings, redis_url=found.url)
-        asyncio.run(_close(reach(found, settings, REACH_S)))  # unreachable: its own one line, exit 4
+        asyncio.run(_joining(found, settings))  # unreachable: its own one line, exit 4
         # Which Redis, and why, before anything else: every command on the machine may pick a
         # different one (REDIS_URL, an embedded one, whatever answers at the default address).
         shown = redact_url(found.url)
@@ -146,6 +146,30 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _close(pool: Awaitable[ArqRedis]) -> None:
     await (await pool).aclose()
+
+
+async def _joining(found: Located, settings: Settings) -> None:
+    """Reach Redis, and warn when the queue's workers run with settings that change results."""
+    from worker.runtime.fingerprint import others_differ
+
+    redis = await reach(found, settings, REACH_S)
+    try:
+        differ = await others_differ(redis, settings)
+    except (RedisError, OSError) as exc:
+        log.debug(
+            "could not compare settings with the queue's workers", extra=fields(error=type(exc).__name__)
+        )
+        differ = {}
+    finally:
+        await redis.aclose()
+    for worker_id, names in sorted(differ.items()):
+        # Names only: the values may be operators' (ranges, paths) and the point is which to align.
+        log.warning(
+            f"worker {worker_id} on queue {settings.queue_name} runs with other settings that change "
+            f"results: {', '.join(names)}; jobs go to either worker at random, so align them or use "
+            "another RESEARCH_QUEUE",
+            extra=fields(other_worker=worker_id, differing=names, queue=settings.queue_name),
+        )
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
