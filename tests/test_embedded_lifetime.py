@@ -158,7 +158,11 @@ def test_the_line_never_shows_a_password(
 
         return Pool()
 
+    async def nobody_differs(*args: object) -> dict[str, list[str]]:
+        return {}
+
     monkeypatch.setattr(cli, "reach", connected)
+    monkeypatch.setattr("worker.runtime.fingerprint.others_differ", nobody_differs)
     monkeypatch.setattr("worker.settings.build_worker", no_connection)
     settings = Settings(redis_url="redis://ops:Pw9-secret@127.0.0.1:1/0")
     with caplog.at_level(logging.INFO, logger="research.cli"), pytest.raises(Stop):
