@@ -21,13 +21,15 @@ from tests.support.processes import ROOT
 from tests.support.redis_process import RedisProcess, free_port
 from worker.cli import Exit, build_parser
 
+PARSER = build_parser()
+
 
 def parsed_port(text: str) -> tuple[int | None, str]:
     """The port argparse reads from ``text``, or None and what it printed on stderr."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            return build_parser().parse_args(["dashboard", "--port", text]).port, ""
+            return PARSER.parse_args(["dashboard", "--port", text]).port, ""
         except SystemExit as exited:
             code = exited.code
     return None, f"{code}\n{err.getvalue()}"

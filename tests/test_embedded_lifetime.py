@@ -113,16 +113,6 @@ def first_lines(env: dict[str, str]) -> list[str]:
     return proc.stderr.splitlines()[:3]
 
 
-def test_run_says_it_uses_the_configured_redis_with_its_password_hidden(
-    tmp_path: Path, redis_url: str
-) -> None:
-    runtime_dir = tmp_path / "run"
-    runtime_dir.mkdir(mode=0o700)
-    lines = first_lines(run_env(runtime_dir, REDIS_URL=redis_url))
-    using = next(line for line in lines if "using Redis at" in line)
-    assert redis_url in using and "configured by REDIS_URL" in using
-
-
 def test_run_says_it_started_an_embedded_redis_and_why(tmp_path: Path) -> None:
     runtime_dir = tmp_path / "run"
     runtime_dir.mkdir(mode=0o700)

@@ -152,6 +152,9 @@ async def test_run_says_nothing_when_the_queues_workers_agree(settings: Settings
         stop(first)
     assert joined.returncode == 0, joined.stderr
     assert "differing" not in joined.stderr
+    # Its first lines also say which Redis it uses, and why.
+    [using] = [line for line in joined.stderr.splitlines()[:3] if "using Redis at" in line]
+    assert f"using Redis at {settings.redis_url} (configured by REDIS_URL)" in using
 
 
 async def test_the_dashboard_names_the_settings_the_live_workers_differ_on(
