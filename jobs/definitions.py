@@ -17,7 +17,15 @@ from enum import StrEnum
 from typing import Any
 
 from worker.config import Settings
-from worker.limits import DEFAULT_MAX_RESULTS, EXTRACT_MODES, MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
+from worker.limits import (
+    DEFAULT_MAX_RESULTS,
+    EXTRACT_MODES,
+    FIND_CHARS,
+    MAX_DOCUMENT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    MAX_URL_LENGTH,
+)
 
 
 class ToolFormat(StrEnum):
@@ -127,11 +135,16 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
             "Fetch one public https page and return its readable text, title, final URL and the "
             f"https links found on it. {provenance}{UNTRUSTED} extract='main' returns the page's main "
             "content (the article), falling back to all text when little would remain "
-            "(extraction says which); extract='full' returns all readable text. Text is cut at "
-            f"{settings.fetch_max_chars:,} characters (truncated: true when cut). A PDF is read too: "
-            "its pages' text in order with a blank line between pages, content_type "
-            "'application/pdf', pages and pages_read counts, extract ignored. Each report may "
-            f"fetch at most {settings.fetch_budget} pages."
+            "(extraction says which); extract='full' returns all readable text. A result holds at most "
+            f"{settings.fetch_max_chars:,} characters of text (max_chars) starting at offset, with "
+            "total_chars for the whole document and next_offset for the next piece (null at the end); "
+            "truncated: true means the document itself was cut. To read on, call again with "
+            "offset=next_offset: reading a page you already fetched costs no fetch. To search a "
+            "fetched document, pass find (a phrase; case and spacing ignored) and read the matches' "
+            "offsets and snippets. A PDF is read too: its pages' text in order with a blank line "
+            "between pages, content_type 'application/pdf', pages and pages_read counts, and "
+            "page_offsets (where each page starts, to jump to a page), extract ignored. Each report "
+            f"may fetch at most {settings.fetch_budget} pages."
         ),
         "input_schema": {
             "type": "object",
@@ -146,6 +159,26 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
                     "enum": list(EXTRACT_MODES),
                     "default": "main",
                     "description": "'main' for the main content, 'full' for all readable text.",
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_DOCUMENT_CHARS,
+                    "default": 0,
+                    "description": "Where in the whole text to start: a next_offset, or a page offset.",
+                },
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": settings.fetch_max_chars,
+                    "default": settings.fetch_max_chars,
+                    "description": "How many characters of text to return at most.",
+                },
+                "find": {
+                    "type": "string",
+                    "minLength": FIND_CHARS[0],
+                    "maxLength": FIND_CHARS[1],
+                    "description": "A phrase to find in the whole document instead of reading a piece.",
                 },
                 "fresh": {
                     "type": "boolean",

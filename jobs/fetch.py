@@ -18,30 +18,41 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
-from jobs.reader.document import Document, build_document
+from jobs.reader.document import Document, build_document, cut_text
+from jobs.reader.hidden import strip_invisible
+from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
+from jobs.reader.pieces import needle_of
+from jobs.reading import FromKept, InHand, KeptGone, Source, answer
+from jobs.robots import Robots
 from worker.config import Settings
-from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
+from worker.errors import DomainNotAllowed, GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
+from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
-from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
+from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
+from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
-from worker.state.budget import Tool
+from worker.state.budget import ReadBudget, Tool
+from worker.state.documents import Kept, KeptDocuments
 from worker.state.menu import Menu
 from worker.state.page_cache import Fresh, PageCache
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness
+from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
+
+# The format every text is kept and returned in (the reader's plain text).
+TEXT = "text"
 
 # Waits inside the job (for another job's fetch, for a host) end this long before the job's own
 # deadline, so the job ends with their message rather than the envelope's.
@@ -55,9 +66,17 @@ class FetchRequest:
     url: str
     extract: str
     fresh: bool
+    offset: int = 0
+    max_chars: int = 40_000
+    find: str | None = None  # the folded needle (pieces.needle_of), never a pattern
+
+    @property
+    def continues(self) -> bool:
+        """An offset past the start, or a find: a page this report fetched is read from what was kept."""
+        return self.offset > 0 or self.find is not None
 
     @classmethod
-    def parse(cls, args: Mapping[str, Any]) -> FetchRequest:
+    def parse(cls, args: Mapping[str, Any], *, max_chars_limit: int = 40_000) -> FetchRequest:
         url = args.get("url")
         if url is None:
             raise InvalidRequest("fetch_page needs a url")
@@ -77,7 +96,43 @@ class FetchRequest:
         fresh = args.get("fresh", False)
         if not isinstance(fresh, bool):
             raise InvalidRequest(f"fresh must be true or false, not {type(fresh).__name__}")
-        return cls(url=url.strip(), extract=str(extract), fresh=fresh)
+        return cls(
+            url=url.strip(),
+            extract=str(extract),
+            fresh=fresh,
+            offset=_count(args.get("offset", 0), "offset", 0, MAX_DOCUMENT_CHARS),
+            max_chars=_count(args.get("max_chars", max_chars_limit), "max_chars", 1, max_chars_limit),
+            find=_needle(args.get("find")),
+        )
+
+
+def _count(value: object, name: str, low: int, high: int) -> int:
+    """An integer argument within [low, high]; a bool, a float or a string is not one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"{name} must be an integer, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidRequest(f"{name} must be from {low:,} to {high:,}")
+    return value
+
+
+def _needle(value: object) -> str | None:
+    """``find`` folded for the search; refused when it says nothing a reader could see."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"find must be a string, not {type(value).__name__}")
+    low, high = FIND_CHARS
+    if len(value) > high:
+        raise InvalidRequest(f"find must be {low} to {high} characters")
+    if "\0" in value:
+        raise InvalidRequest("find must not contain a NUL character")
+    visible, _ = strip_invisible(value)
+    needle = needle_of(visible)
+    if not needle:
+        raise InvalidRequest(
+            f"find must hold {low} to {high} visible characters, not only spaces or invisible ones"
+        )
+    return needle
 
 
 @dataclass(frozen=True)
@@ -87,6 +142,10 @@ class _Parts:
     fetcher: Fetcher  # the guarded session
     pages: PageCache
     hosts: Politeness
+    documents: KeptDocuments  # whole texts, for the continuations of the reports that fetched them
+    reads: ReadBudget
+    domains: ReportDomains  # the deployment's domain lists, narrowed per report
+    robots: Robots | None  # robots.txt, when the operator turned it on
 
 
 class FetchPageTool:
@@ -94,7 +153,7 @@ class FetchPageTool:
     resolver, production uses the system's."""
 
     name = "fetch_page"
-    params = ("url", "extract", "fresh")
+    params = ("url", "extract", "fresh", "offset", "max_chars", "find")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
@@ -125,10 +184,17 @@ class FetchPageTool:
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
             max_redirects=settings.fetch_max_redirects,
         )
+        session = guarded_session(settings, policy, self._resolver)
         self._parts = _Parts(
-            fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
+            fetcher=Fetcher(session, policy, limits),
             pages=PageCache(runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
+            documents=KeptDocuments(runtime.redis, ttl_s=settings.budget_window_s),
+            reads=ReadBudget(
+                runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
+            ),
+            domains=report_domains(runtime.redis, settings),
+            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
         )
         self._parts.hosts.start()
 
@@ -138,34 +204,104 @@ class FetchPageTool:
             await self._parts.fetcher.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
-        request = FetchRequest.parse(arguments)
+        request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
         parts = self._started()
-        until = job.deadline - DEADLINE_MARGIN_S
         metrics = job.runtime.metrics
         menu = job.runtime.menu
         try:
             target = check_url(request.url, parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
+            domains = await parts.domains.policy(job.report_id)
+            require_domain(domains, target)
+            refetched = False
+            if request.continues:
+                kept = await parts.documents.lookup(job.report_id, request.extract, target.url)
+                if isinstance(kept, Kept) and TEXT in kept.layouts:
+                    with contextlib.suppress(KeptGone):
+                        return await self._continue(job, parts, request, kept)
+                # Fetched before but no longer kept: fetched again, charged again, and said so.
+                refetched = kept is not None
+            if parts.robots is not None:
+                await parts.robots.check(target, job.deadline - DEADLINE_MARGIN_S)
             await job.charge(Tool.FETCH)
-            served = await parts.pages.serve(
-                target,
-                request.extract,
-                fresh=request.fresh,
-                until=until,
-                may_follow=menu_rule(menu, job.report_id),
-                fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
-            )
+            page, cached, source = await self._first(job, parts, request, target, domains, fresh=refetched)
+            # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
+            require_domain(domains, parse_https_url(page.final_url))
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
-        if served.page.links:
-            await menu.record(job.report_id, served.page.links, already_canonical=True)
-        return page_fields(served.page, cached=served.cached)
+        if page.links:
+            await menu.record(job.report_id, page.links, already_canonical=True)
+        text = await answer(
+            source, TEXT, offset=request.offset, max_chars=request.max_chars, needle=request.find, grant=None
+        )
+        return with_text(page_fields(page, cached=cached), text, refetched=refetched)
+
+    async def _first(
+        self,
+        job: JobContext,
+        parts: _Parts,
+        request: FetchRequest,
+        target: Target,
+        domains: DomainPolicy,
+        *,
+        fresh: bool,
+    ) -> tuple[Page, bool, Source]:
+        """A first fetch (from the network or the page cache), its document kept for this report."""
+        until = job.deadline - DEADLINE_MARGIN_S
+        in_hand: list[InHand] = []
+        read = functools.partial(self._fetch_and_read, job, target, request.extract, in_hand, until=until)
+        for attempt in range(2):
+            served = await parts.pages.serve(
+                target,
+                request.extract,
+                fresh=request.fresh or fresh or attempt > 0,
+                until=until,
+                may_follow=hop_rule(job.runtime.menu, job.report_id, domains),
+                fetch=read,
+            )
+            page = served.page
+            source: Source | None = in_hand[0] if in_hand else None
+            if source is None and page.document is not None:
+                kept = await parts.documents.lookup_digest(page.document)
+                source = FromKept(parts.documents, kept) if kept is not None else None
+            if source is not None:
+                if page.document is not None:
+                    await parts.documents.remember(job.report_id, request.extract, target.url, page.document)
+                return page, served.cached, source
+            # A cached page whose kept document is gone: fetched again, so it can be paged.
+        # Still none (Redis refused to keep the document, and another job's flight served this
+        # one): the page's own first piece is all there is; it says it was cut when it may be.
+        cut = len(page.text) >= request.max_chars - MAX_SEAM_BACKOFF
+        return replace(page, truncated=page.truncated or cut), served.cached, InHand({TEXT: page.text}, {})
+
+    async def _continue(self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept) -> FetchPage:
+        """Read on from what this report's first fetch kept: no connection, no fetch charged."""
+
+        async def grant(wanted: int) -> int:
+            return (await parts.reads.grant(job.report_id, job.job_id, wanted)).chars
+
+        text = await answer(
+            FromKept(parts.documents, kept),
+            TEXT,
+            offset=request.offset,
+            max_chars=request.max_chars,
+            needle=request.find,
+            grant=grant,
+        )
+        return with_text(page_fields(kept.page, cached=True), text, refetched=False)
 
     async def _fetch_and_read(
-        self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
+        self,
+        job: JobContext,
+        target: Target,
+        extract: str,
+        in_hand: list[InHand],
+        may_follow: HopRule,
+        until: float,
     ) -> Fresh:
-        """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
+        """What a cache miss does: fetch through the guardian with a turn at the host, reduce, and keep
+        the whole document for the report's continuations."""
         fetched = await self._fetch(job, self._started(), target, may_follow, until)
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
@@ -178,7 +314,7 @@ class FetchPageTool:
                 fetched.content_type,
                 fetched.final.url,
                 extract=extract,
-                max_chars=job.settings.fetch_max_chars,
+                max_chars=MAX_DOCUMENT_CHARS,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
             )
@@ -188,7 +324,11 @@ class FetchPageTool:
                 "dropped links the URL parser could not read",
                 extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
-        return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
+        whole = InHand({TEXT: document.text}, {TEXT: document.page_offsets})
+        in_hand.append(whole)
+        page = page_of(target, fetched, document, job.settings.fetch_max_chars)
+        digest = await self._started().documents.keep(page, whole.texts, whole.offsets)
+        return Fresh(replace(page, document=digest), storable=may_store(fetched.cache_control))
 
     async def _fetch(
         self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float
@@ -217,8 +357,9 @@ class FetchPageTool:
         return self._parts
 
 
-def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
-    """The reduced page as the cache keeps it, fetched now."""
+def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int) -> Page:
+    """The reduced page as the cache keeps it, fetched now: its first piece of text, and the kept
+    document that holds the whole."""
     pages_read = document.pages_read if document.pages_read is not None else document.pages
     return Page(
         url=target.url,
@@ -226,7 +367,7 @@ def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
         status=fetched.status,
         content_type=document.content_type,
         title=document.title,
-        text=document.text,
+        text=cut_text(document.text, max_chars),
         truncated=document.truncated,
         redirects=fetched.redirects,
         bytes_read=len(fetched.body),
@@ -262,12 +403,36 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
     return result
 
 
+def with_text(result: FetchPage, text: Mapping[str, Any], *, refetched: bool) -> FetchPage:
+    """The page's fields with the text fields of the piece (or the matches) asked for."""
+    result.update(cast(FetchPage, {**text, "refetched": refetched}))
+    return result
+
+
 async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:
     if menu.enabled and not await menu.contains(report_id, target.url):
         raise UrlNotInMenu(
             "this report has not seen that URL: fetch the url of a search result, a link from a "
             "fetched page, or a URL from the briefing"
         )
+
+
+def require_domain(domains: DomainPolicy, target: Target) -> None:
+    refusal = domains.refusal(target.host)
+    if refusal is not None:
+        raise DomainNotAllowed(f"{refusal}, so this deployment does not fetch from it")
+
+
+def hop_rule(menu: Menu, report_id: str, domains: DomainPolicy) -> HopRule:
+    """A redirect to another site: its host must pass the domain lists (else domain_not_allowed),
+    and its URL must be on the report's menu."""
+    on_menu = menu_rule(menu, report_id)
+
+    async def may_follow(current: Target, following: Target) -> bool:
+        require_domain(domains, following)
+        return await on_menu(current, following)
+
+    return may_follow
 
 
 def menu_rule(menu: Menu, report_id: str) -> HopRule:

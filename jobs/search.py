@@ -27,11 +27,14 @@ from typing import Any
 from jobs.providers.base import Deadline, Found, PaidFailure, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
 from worker.config import Settings
-from worker.errors import InvalidRequest, ResearchError
+from worker.errors import DestinationBlocked, InvalidRequest, ResearchError, SchemeNotAllowed
+from worker.guardian.domains import DomainPolicy
+from worker.guardian.urls import parse_https_url
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import Tool
+from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.results import OK, About, WebSearch
 from worker.state.spend import record_search
 
@@ -90,6 +93,7 @@ class WebSearchTool:
 
     def __init__(self) -> None:
         self._providers: Providers | None = None
+        self._domains: ReportDomains | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.search_deadline_s
@@ -100,6 +104,12 @@ class WebSearchTool:
 
     async def start(self, runtime: Runtime) -> None:
         self._providers = open_providers(runtime.settings)
+        self._domains = report_domains(runtime.redis, runtime.settings)
+
+    def _started_domains(self) -> ReportDomains:
+        if self._domains is None:
+            raise RuntimeError("web_search was not started by this worker")
+        return self._domains
 
     async def stop(self) -> None:
         if self._providers is not None:
@@ -121,8 +131,23 @@ class WebSearchTool:
             await record_search(
                 job.runtime, job.report_id, request.org_id, found.spend, provider=answered.name.value
             )
-        await job.runtime.menu.record(job.report_id, [result["url"] for result in found.results])
-        return {"query": request.query, "results": found.results, "provider": answered.name.value}
+        # Results on a refused domain never reach the agent, nor the menu.
+        domains = await self._started_domains().policy(job.report_id)
+        results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
+        await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
+        return {"query": request.query, "results": results, "provider": answered.name.value}
+
+
+def on_allowed_domain(domains: DomainPolicy, url: str) -> bool:
+    """Whether a result's host passes the domain lists (with lists set, an unreadable one does not)."""
+    if domains.unrestricted:
+        return True
+    scheme, sep, rest = url.partition("://")
+    try:
+        host = parse_https_url(f"https://{rest}" if sep and scheme.lower() == "http" else url).host
+    except (DestinationBlocked, SchemeNotAllowed):
+        return False
+    return domains.refusal(host) is None
 
 
 def ready_fallback(providers: Providers, request: SearchRequest) -> Provider | None:

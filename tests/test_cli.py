@@ -28,7 +28,7 @@ from tests.support.tls import TestCA, serve
 from worker.cli import Exit, HelpFormatter, build_parser
 from worker.config import Settings
 from worker.state import keys
-from worker.state.budget import Budgets, Tool
+from worker.state.budget import Budgets, ReadBudget, Tool
 from worker.state.menu import Menu
 
 
@@ -96,12 +96,14 @@ async def test_budget_prints_the_reports_counters_menu_and_spend(
     budgets = Budgets(redis, settings)
     await budgets.charge(report, Tool.FETCH, "j1")
     await budgets.charge(report, Tool.SEARCH, "j2")
+    await ReadBudget(redis, limit=settings.read_budget_chars, window_s=60).grant(report, "j3", 1234)
     await Menu(redis, settings).record(report, ["https://a.test/", "https://b.test/"])
     proc = await asyncio.to_thread(run_cli, "budget", report, env=settings_env(settings))
     printed = json.loads(proc.stdout)
     assert proc.returncode == Exit.OK
     assert printed["fetch"] == {"used": 1, "limit": 25, "remaining": 24}
     assert printed["search"] == {"used": 1, "limit": 15, "remaining": 14}
+    assert printed["read_chars"] == {"used": 1234, "limit": 2_000_000, "remaining": 2_000_000 - 1234}
     assert printed["menu_size"] == 2
     assert 0 < printed["expires_in_s"] <= 86400
     assert printed["spend"]["searches"] == 0

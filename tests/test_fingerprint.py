@@ -28,6 +28,10 @@ from worker.runtime import fingerprint
 VARIANTS: dict[str, tuple[str, str]] = {
     "RESEARCH_GUARDIAN_ALLOW_CIDRS": ("", "127.0.0.1/32"),
     "RESEARCH_URL_MENU": ("on", "off"),
+    "RESEARCH_BLOCKED_DOMAINS": ("", "example.org"),
+    "RESEARCH_ALLOWED_DOMAINS": ("", "example.org,example.net"),
+    "RESEARCH_ROBOTS": ("off", "on"),
+    "RESEARCH_READ_BUDGET_CHARS": ("2000000", "0"),
     "RESEARCH_SEARCH_BUDGET": ("15", "16"),
     "RESEARCH_FETCH_BUDGET": ("25", "3"),
     "RESEARCH_BUDGET_WINDOW_S": ("86400", "60"),

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.state", "worker.embedded"),
     ("worker.runtime",),
     ("jobs.decoding", "jobs.reader", "jobs.definitions"),
-    ("jobs.fetcher", "jobs.providers"),
+    ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots"),
     ("jobs.fetch", "jobs.search"),
     ("worker.settings",),
     ("worker.client", "worker.dashboard", "worker.cli"),

@@ -137,6 +137,7 @@ SHAPES = {
     "pages": lambda v: v is None or _is_int(v),
     "pages_read": lambda v: v is None or _is_int(v),
     "hops": _is_hops,
+    "document": lambda v: v is None or isinstance(v, str),
 }
 
 

@@ -219,16 +219,21 @@ async def test_a_decompression_bomb_costs_its_fetch_a_memory_refusal_while_a_pag
     assert after["ok"] is True
 
 
-async def test_a_pdf_of_ten_thousand_pages_is_read_up_to_the_character_cap_and_no_further(
+async def test_a_pdf_of_ten_thousand_pages_is_read_whole_and_returned_a_piece_at_a_time(
     settings: Settings, ca: TestCA, token: str, report: str
 ) -> None:
     result = await fetch_one(settings, ca, token, report, many_pages_pdf(10_000))
     assert result["ok"] is True, result
-    assert result["pages"] == 10_000
-    assert 1_000 < result["pages_read"] < 1_200
+    assert result["pages"] == result["pages_read"] == 10_000
     assert len(result["text"]) == 40_000
-    assert result["truncated"] is True
+    assert result["truncated"] is False
+    assert result["total_chars"] > 300_000
+    assert result["next_offset"] == 40_000
     assert result["text"].startswith("Page 1.\nLorem ipsum dolor sit amet\n\nPage 2.\n")
+    # The page map stops at its bound; each offset it gives is where that page's text starts.
+    offsets = result["page_offsets"]
+    assert len(offsets) == 5_000
+    assert [result["text"][at : at + 8] for at in offsets[:3]] == ["Page 1.\n", "Page 2.\n", "Page 3.\n"]
 
 
 async def test_https_link_annotations_land_on_the_menu_and_http_and_javascript_links_do_not(

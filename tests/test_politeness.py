@@ -177,6 +177,8 @@ async def test_a_hold_past_the_fetchs_deadline_ends_at_once_in_rate_limited_nami
         elapsed = time.monotonic() - started
     assert held["error"]["kind"] == "rate_limited"
     assert f"site.test:{server.port}" in held["error"]["message"]
+    # It says what started the hold: the status, and when (to the second, UTC).
+    assert "answered HTTP 429 with a Retry-After at 20" in held["error"]["message"]
     assert elapsed < 2.0
     assert [path for _, path in host.arrivals] == ["/limited"]
 
@@ -196,6 +198,8 @@ async def test_the_dashboard_lists_the_hosts_backing_off_with_their_until_time(
         await asyncio.sleep(1.1)
         after = await backing_off(redis, settings.queue_name)
     assert [b.host for b in listed] == [f"other.test:{server.port}", f"site.test:{server.port}"]
+    assert [b.cause.status if b.cause else None for b in listed] == [503, 429]
+    assert all(b.cause and now - 10 < b.cause.since <= now + 1 for b in listed)
     assert now < listed[0].until <= now + 1.1
     assert now + 28 < listed[1].until <= now + 30.1
     assert gauge == 2

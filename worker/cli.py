@@ -178,7 +178,15 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
         _run_job(
             args,
             settings,
-            lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
+            lambda client: client.fetch(
+                report_id,
+                args.url,
+                extract=args.extract,
+                fresh=args.fresh,
+                offset=args.offset,
+                max_chars=args.max_chars,
+                find=args.find,
+            ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
             what="fetch_page",
@@ -258,7 +266,7 @@ def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _budget(settings: Settings, report_id: str) -> int:
-    from worker.state.budget import Budgets
+    from worker.state.budget import Budgets, ReadBudget
     from worker.state.menu import Menu
     from worker.state.spend import report_spend
 
@@ -266,6 +274,8 @@ async def _budget(settings: Settings, report_id: str) -> int:
     redis = await reach(found, settings, REACH_S)
     try:
         usage, ttl = await Budgets(redis, settings).usage(report_id)
+        reads = ReadBudget(redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s)
+        read = await reads.used(report_id)
         print_json(
             {
                 "report_id": report_id,
@@ -273,6 +283,7 @@ async def _budget(settings: Settings, report_id: str) -> int:
                     tool.value: {"used": u.used, "limit": u.limit, "remaining": u.remaining}
                     for tool, u in usage.items()
                 },
+                "read_chars": {"used": read, "limit": reads.limit, "remaining": max(0, reads.limit - read)},
                 "window_s": settings.budget_window_s,
                 "expires_in_s": ttl if ttl >= 0 else None,
                 "menu_size": await Menu(redis, settings).size(report_id),
@@ -452,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch",
         "enqueue a fetch_page job, wait, and print its result JSON on stdout",
         "  research-worker fetch https://example.org/ --report r-1 --seed\n"
-        "  research-worker fetch https://example.org/paper.pdf --report r-1 --extract full --wait 60",
+        '  research-worker fetch https://example.org/paper.pdf --report r-1 --find "going concern"',
         cmd_fetch,
     )
     fetch.add_argument("url", metavar="URL", help="the https URL to fetch")
@@ -464,6 +475,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    fetch.add_argument(
+        "--offset",
+        type=int,
+        metavar="N",
+        help="start at this character of the whole text, such as a result's next_offset (default: 0)",
+    )
+    fetch.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="return at most N characters of text (default: RESEARCH_FETCH_MAX_CHARS, 40,000)",
+    )
+    fetch.add_argument(
+        "--find",
+        metavar="TEXT",
+        help="return the passages of the whole document that contain TEXT (default: read the text)",
+    )
     _waiting_options(fetch)
 
     search = command(

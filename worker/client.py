@@ -32,6 +32,7 @@ from arq.jobs import SerializationError
 from worker import embedded
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, Timeout
+from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
 from worker.runtime.envelope import parse_report_id
@@ -40,6 +41,7 @@ from worker.state import health, keys
 from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
+from worker.state.report_domains import ReportDomains
 from worker.state.results import About, Result, ResultStore, error_result
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
@@ -174,10 +176,24 @@ class ResearchClient:
             kwargs["org_id"] = org_id
         return await self.run("web_search", kwargs)
 
-    async def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+    async def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        offset: int | None = None,
+        max_chars: int | None = None,
+        find: str | None = None,
+    ) -> Result:
+        """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``;
+        arguments left out take the job's defaults."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
+        optional = {"offset": offset, "max_chars": max_chars, "find": find}
+        kwargs.update({name: value for name, value in optional.items() if value is not None})
         return await self.run("fetch_page", kwargs)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
@@ -190,6 +206,29 @@ class ResearchClient:
             raise ClientError("seed_urls takes a list of URLs, not one string")
         window = Settings(budget_window_s=self.settings.budget_window_s)
         return await Menu(self.redis, window).record(report_id, [u for u in urls if isinstance(u, str)])
+
+    async def set_domains(
+        self, report_id: str, *, allowed: Iterable[str] = (), blocked: Iterable[str] = ()
+    ) -> None:
+        """Set one report's own domain lists for its budget window, replacing any it had.
+
+        They narrow the deployment's lists, never widen them: ``blocked`` adds domains no fetch of
+        the report may reach (redirect hops included) and whose search results it never sees;
+        a non-empty ``allowed`` is a list every such host must also be on. A domain covers its
+        subdomains. Raises ClientError for an entry that is not a domain name.
+        """
+        parse_report_id(report_id)
+        for name, value in (("allowed", allowed), ("blocked", blocked)):
+            if isinstance(value, str):
+                raise ClientError(f"set_domains takes a list of domains for {name}, not one string")
+        try:
+            # Only the report's own lists are written; the deployment's stay with the workers.
+            lists = ReportDomains(
+                self.redis, window_s=self.settings.budget_window_s, deployment=DomainPolicy()
+            )
+            await lists.set(report_id, allowed=allowed, blocked=blocked)
+        except DomainListError as exc:
+            raise ClientError(f"set_domains: {exc}") from None
 
     @overload
     async def call(
@@ -379,11 +418,30 @@ class SyncResearchClient:
     def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
-    def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
-        return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh))
+    def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        offset: int | None = None,
+        max_chars: int | None = None,
+        find: str | None = None,
+    ) -> Result:
+        return self._submit(
+            self._client.fetch(
+                report_id, url, extract, fresh=fresh, offset=offset, max_chars=max_chars, find=find
+            )
+        )
 
     def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         return self._submit(self._client.seed_urls(report_id, urls))
+
+    def set_domains(
+        self, report_id: str, *, allowed: Iterable[str] = (), blocked: Iterable[str] = ()
+    ) -> None:
+        self._submit(self._client.set_domains(report_id, allowed=allowed, blocked=blocked))
 
     def call(
         self,

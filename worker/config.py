@@ -27,7 +27,7 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_SEARCH_MODEL = "openai/gpt-4.1-nano"
 DEFAULT_USER_AGENT = (
-    "research-worker/0.1 (+https://github.com/research-worker/research-worker#for-site-owners)"
+    "research-worker/0.1 (+https://github.com/research-worker/research-worker/blob/main/docs/site-owners.md)"
 )
 
 # Search runs on cheap models only: a search is a citation lookup, and the model's prose is thrown
@@ -145,6 +145,7 @@ class Settings:
     fetch_max_bytes: int = 2_097_152
     fetch_max_pdf_bytes: int = 16_777_216
     fetch_max_chars: int = 40_000
+    read_budget_chars: int = 2_000_000
     fetch_max_redirects: int = 5
     fetch_timeout_s: float = 20.0
     search_timeout_s: float = 60.0
@@ -155,6 +156,9 @@ class Settings:
     guardian_allow_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_bundle: str | None = None
     url_menu: bool = True
+    blocked_domains: frozenset[str] = frozenset()
+    allowed_domains: frozenset[str] = frozenset()  # empty: every domain the guardian allows
+    robots: bool = False
     metrics_port: int | None = None
     dashboard_auth: tuple[str, Secret] | None = None
     openrouter_api_key: Secret = field(default_factory=lambda: Secret(""))
@@ -241,6 +245,9 @@ class Settings:
             fetch_max_chars=e.integer(
                 "RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1, maximum=MAX_TEXT_CHARS
             ),
+            read_budget_chars=e.integer(
+                "RESEARCH_READ_BUDGET_CHARS", cls.read_budget_chars, minimum=0, maximum=MAX_COUNT
+            ),
             fetch_max_redirects=e.integer(
                 "RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0, maximum=MAX_REDIRECTS
             ),
@@ -257,6 +264,9 @@ class Settings:
             guardian_allow_cidrs=e.parse("RESEARCH_GUARDIAN_ALLOW_CIDRS", (), _parse_cidrs),
             ca_bundle=e.parse("RESEARCH_CA_BUNDLE", None, _readable_file),
             url_menu=e.switch("RESEARCH_URL_MENU", True),
+            blocked_domains=e.parse("RESEARCH_BLOCKED_DOMAINS", frozenset(), _parse_domains),
+            allowed_domains=e.parse("RESEARCH_ALLOWED_DOMAINS", frozenset(), _parse_domains),
+            robots=e.switch("RESEARCH_ROBOTS", False),
             metrics_port=e.parse("RESEARCH_METRICS_PORT", None, _port),
             dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, _user_password),
             openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
@@ -469,6 +479,12 @@ def numeric_settings() -> dict[str, NumberBounds]:
     Settings.read(e)
     ClientSettings.read(e)
     return e.numbers
+
+
+def _parse_domains(raw: str) -> frozenset[str]:
+    from worker.guardian.domains import parse_domain_list
+
+    return parse_domain_list(raw)
 
 
 def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

@@ -31,6 +31,8 @@ class ErrorKind(StrEnum):
     CONNECTION_FAILED = "connection_failed"
     UPSTREAM_ERROR = "upstream_error"
     RATE_LIMITED = "rate_limited"
+    DOMAIN_NOT_ALLOWED = "domain_not_allowed"
+    ROBOTS_DISALLOWED = "robots_disallowed"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -111,6 +113,18 @@ class UpstreamError(ResearchError):
 
 class RateLimited(ResearchError):
     kind = ErrorKind.RATE_LIMITED
+
+
+class DomainNotAllowed(ResearchError):
+    """The host, or a redirect hop's host, is blocked or off the allow list (operator policy)."""
+
+    kind = ErrorKind.DOMAIN_NOT_ALLOWED
+
+
+class RobotsDisallowed(ResearchError):
+    """The site's robots.txt disallows the URL for this worker's user agent."""
+
+    kind = ErrorKind.ROBOTS_DISALLOWED
 
 
 class InternalError(ResearchError):

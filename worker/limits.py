@@ -13,3 +13,8 @@ MAX_QUERY_CHARS = 2000
 DEFAULT_MAX_RESULTS = 5
 MAX_RESULTS = 10
 EXTRACT_MODES = ("main", "full")
+# A fetched document's whole text is kept (and paged) up to this many characters per format: the
+# reduced text of a 2 MiB page or a long PDF fits with room; a longer one is cut, truncated: true.
+MAX_DOCUMENT_CHARS = 4_000_000
+FIND_CHARS = (1, 200)
+MAX_PAGE_OFFSETS = 5000

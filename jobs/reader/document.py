@@ -32,6 +32,7 @@ from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import join_blocks, select_full, select_main
 from jobs.reader.pdf.reader import read_pdf
 from worker.errors import UnsupportedContentType
+from worker.limits import MAX_PAGE_OFFSETS
 
 LINK_BATCH = 100
 # Characters of a text body stripped of invisible characters between two pauses: a few ms at most.
@@ -42,7 +43,7 @@ STRIP_PIECE = 4096
 class Document:
     content_type: str  # the MIME type, declared or (when undeclared) sniffed, without parameters
     title: str  # the HTML <title>, whitespace collapsed; "" when none and for other text types
-    text: str  # readable text (HTML), or the body as served after decoding; at most max_chars
+    text: str  # the whole readable text (HTML), or the body as served after decoding; at most max_chars
     truncated: bool  # the body was cut, the text was cut, or the reduction stopped early
     links: list[str]  # canonical https URLs, distinct, in page order, at most 500
     hidden_removed: int  # characters of hidden text and invisible characters removed
@@ -50,6 +51,7 @@ class Document:
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
+    page_offsets: tuple[int, ...] | None = None  # PDFs: where each page read starts in ``text``
 
 
 async def build_document(
@@ -77,6 +79,7 @@ async def build_document(
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
+            page_offsets=tuple(start for start in pdf.page_starts[:MAX_PAGE_OFFSETS] if start <= len(cut)),
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)

@@ -24,6 +24,8 @@ class Backoff:
     host: str
     until: float  # unix seconds
     remaining_s: float
+    status: int | None  # the answer that started the hold, when known
+    since: float | None  # when it came (unix seconds)
 
 
 async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backoff] | None:
@@ -33,4 +35,13 @@ async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backo
     except ResponseError as exc:
         log.warning("cannot list the hosts backing off", extra=fields(error=type(exc).__name__))
         return None
-    return [Backoff(row.host, row.until, max(0.0, row.until - now)) for row in held]
+    return [
+        Backoff(
+            row.host,
+            row.until,
+            max(0.0, row.until - now),
+            row.cause.status if row.cause else None,
+            row.cause.since if row.cause else None,
+        )
+        for row in held
+    ]

@@ -5,6 +5,10 @@ comparison with the limit and the increment cannot interleave with another worke
 concurrent charges against a limit of 25 allow exactly 25. arq delivers a job at least once (a
 worker killed mid-job leaves it to be re-run), so each charged job id is recorded in the same hash
 and a second charge for it is a no-op that reports success.
+
+The read budget is the characters a report's continuations may return (a continuation opens no
+connection and costs no fetch, so it needs a bound of its own): a second script, the same
+guarantees, granting the rest when less is left than was asked.
 """
 
 from __future__ import annotations
@@ -92,3 +96,54 @@ class Budgets:
             tool: Usage(int(raw or 0), self._limits[tool]) for tool, raw in zip(Tool, counts, strict=True)
         }
         return usage, int(ttl)
+
+
+READ_FIELD = "read_chars"
+
+# KEYS[1]: the report's budget hash. ARGV: characters wanted, limit, window seconds, job id.
+# Returns {granted characters (0 when nothing is left), used after the call}.
+# One script, so the read of the counter, the grant and the increment cannot interleave.
+CHARGE_READ_SCRIPT = """
+local marker = 'read:' .. ARGV[4]
+local used = tonumber(redis.call('HGET', KEYS[1], 'read_chars') or '0')
+local before = redis.call('HGET', KEYS[1], marker)
+if before then
+  return {tonumber(before), used}
+end
+local granted = math.min(tonumber(ARGV[1]), math.max(0, tonumber(ARGV[2]) - used))
+if granted <= 0 then
+  return {0, used}
+end
+used = redis.call('HINCRBY', KEYS[1], 'read_chars', granted)
+redis.call('HSET', KEYS[1], marker, granted)
+if redis.call('TTL', KEYS[1]) < 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return {granted, used}
+"""
+
+
+@dataclass(frozen=True)
+class Grant:
+    chars: int  # what this job may return (0: the budget is spent)
+    used: int
+    limit: int
+
+
+class ReadBudget:
+    def __init__(self, redis: Redis, *, limit: int, window_s: int) -> None:
+        self._redis = redis
+        self.limit = limit
+        self._window_s = window_s
+        self._script = redis.register_script(CHARGE_READ_SCRIPT)
+
+    async def grant(self, report_id: str, job_id: str, wanted: int) -> Grant:
+        raw = await self._script(
+            keys=[keys.budget(report_id)], args=[max(0, wanted), self.limit, self._window_s, job_id]
+        )
+        granted, used = cast(list[int], raw)
+        return Grant(int(granted), int(used), self.limit)
+
+    async def used(self, report_id: str) -> int:
+        raw = await self._redis.hget(keys.budget(report_id), READ_FIELD)  # type: ignore[misc]
+        return int(raw or 0)

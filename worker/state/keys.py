@@ -116,6 +116,11 @@ def host_backoffs(queue_name: str) -> str:
     return f"{PREFIX}host-backoffs:{queue_name}"
 
 
+def host_backoff_causes(queue_name: str) -> str:
+    """A hash: for each host backing off, what started its hold (``status:unix ms``)."""
+    return f"{PREFIX}host-backoff-causes:{queue_name}"
+
+
 def spend_org_day(org_id: str, usage_source: str, day: str) -> str:
     """Search spend per organization, usage source and UTC day."""
     return f"{PREFIX}spend:org:{org_id}:{usage_source}:{day}"
@@ -132,3 +137,23 @@ def spend_org_pattern() -> str:
 
 def budget_pattern() -> str:
     return f"{PREFIX}budget:*"
+
+
+def document(digest: str) -> str:
+    """A kept document: its page record and its whole text in each format, in compressed chunks."""
+    return f"{PREFIX}doc:{digest}"
+
+
+def documents(report_id: str) -> str:
+    """A hash per report: which kept document each (extract, canonical URL) it fetched reads from."""
+    return f"{PREFIX}docs:{report_id}"
+
+
+def domains(report_id: str) -> str:
+    """A report's own domain lists (``allowed``, ``blocked``: orjson lists of canonical domains)."""
+    return f"{PREFIX}domains:{report_id}"
+
+
+def robots(host: str, port: int) -> str:
+    """One site's robots.txt verdicts as read (orjson), shared by every worker for its freshness."""
+    return f"{PREFIX}robots:{host}:{port}"

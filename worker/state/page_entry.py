@@ -60,6 +60,7 @@ class Page:
     pages: int | None = None  # PDFs only
     pages_read: int | None = None  # PDFs only
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
+    document: str | None = None  # the kept document with the whole text (worker.state.documents)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not all(isinstance(link, str) for link in links)
         or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
         or hops is None
+        or not (d.get("document") is None or isinstance(d.get("document"), str))
     ):
         return None
     return Page(
@@ -167,6 +169,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         pages=d.get("pages"),
         pages_read=d.get("pages_read"),
         hops=hops,
+        document=d.get("document"),
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
 import uuid
@@ -91,15 +92,21 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
-# KEYS[1]: the queue's backoff set. ARGV: host, hold ms. Drops finished holds, then moves the
-# host's hold later (never earlier: GT), and keeps the set alive as long as its last hold.
+# KEYS[1]: the queue's backoff set. KEYS[2]: the hold causes. ARGV: host, hold ms, status. Drops
+# finished holds, then moves the host's hold later (never earlier: GT) and, when it did, notes the
+# answer that moved it (status and time), so a refusal can say what started the hold; both keys
+# live as long as the last hold.
 HOLD_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+if redis.call('ZADD', KEYS[1], 'GT', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. ':' .. now)
+end
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(last[2]) - now))
+local ttl = math.max(1, tonumber(last[2]) - now)
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
 return 1
 """
 
@@ -112,11 +119,42 @@ def host_of(target: Target) -> str:
 
 
 @dataclass(frozen=True)
+class HoldCause:
+    """The answer that started a host's hold: its status, and when it came (Unix seconds)."""
+
+    status: int
+    since: float
+
+    def said(self) -> str:
+        when = dt.datetime.fromtimestamp(self.since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"answered HTTP {self.status} with a Retry-After at {when}, holding every worker off"
+
+
+def parse_cause(raw: bytes | str | None) -> HoldCause | None:
+    """A cause as the hold script wrote it (``status:ms``); None for anything else."""
+    if raw is None:
+        return None
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    status, _, since = text.partition(":")
+    if not (status.isdigit() and since.isdigit() and len(status) == 3):
+        return None
+    return HoldCause(int(status), int(since) / 1000)
+
+
+async def hold_cause(redis: Redis, queue_name: str, host: str) -> HoldCause | None:
+    try:
+        return parse_cause(await redis.hget(keys.host_backoff_causes(queue_name), host))  # type: ignore[misc]
+    except (RedisError, OSError):
+        return None
+
+
+@dataclass(frozen=True)
 class Backoff:
-    """A host every worker holds off, and until when (Unix seconds)."""
+    """A host every worker holds off, until when (Unix seconds), and the answer that started it."""
 
     host: str
     until: float
+    cause: HoldCause | None = None
 
 
 async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[Backoff]:
@@ -129,7 +167,12 @@ async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS
     rows = await redis.zrangebyscore(
         keys.host_backoffs(queue_name), f"({now_ms}", "+inf", start=0, num=limit, withscores=True
     )
-    return [Backoff(bytes(host).decode(errors="replace"), float(until) / 1000) for host, until in rows]
+    hosts = [bytes(host).decode(errors="replace") for host, _ in rows]
+    causes = await redis.hmget(keys.host_backoff_causes(queue_name), hosts) if hosts else []  # type: ignore[misc]
+    return [
+        Backoff(host, float(until) / 1000, parse_cause(cause))
+        for host, (_, until), cause in zip(hosts, rows, causes, strict=True)
+    ]
 
 
 class Politeness:
@@ -176,7 +219,10 @@ class Politeness:
         host = host_of(target)
         seconds = min(retry_after_s, MAX_HOLD_S)
         try:
-            await self._hold(keys=[keys.host_backoffs(self._queue)], args=[host, int(seconds * 1000)])
+            await self._hold(
+                keys=[keys.host_backoffs(self._queue), keys.host_backoff_causes(self._queue)],
+                args=[host, int(seconds * 1000), status],
+            )
         except (RedisError, OSError) as exc:
             # The job still reports the host's answer; only the hold for later fetches is lost.
             log.warning("host hold not recorded", extra=fields(host=host, error=type(exc).__name__))
@@ -199,9 +245,11 @@ class Politeness:
             if hold_ms > 0:
                 waited.add("backoff")
                 if hold_ms / 1000 > left:
+                    cause = await hold_cause(self._redis, self._queue, host)
                     raise RateLimited(
-                        f"{host} asked the worker to wait (Retry-After) {hold_ms / 1000:.0f} s more, "
-                        "past this fetch's deadline; try it later"
+                        f"{host} {cause.said() if cause else 'asked the worker to wait (Retry-After)'}; "
+                        f"its hold has {hold_ms / 1000:.0f} s more to run, past this fetch's deadline; "
+                        "try it later"
                     )
                 await asyncio.sleep(hold_ms / 1000)
                 continue

@@ -72,6 +72,18 @@ class FetchPage(TypedDict):
     cached: bool
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
+    format: NotRequired[str]  # the format of ``text``
+    offset: NotRequired[int]  # where ``text`` starts in the whole document's text
+    total_chars: NotRequired[int]  # the whole document's text, in this format
+    next_offset: NotRequired[int | None]  # where the next piece starts; None at the end
+    page_offsets: NotRequired[list[int]]  # PDFs only: where each page starts in the whole text
+    matches: NotRequired[list[Match]]  # with ``find`` only; ``text`` is then ""
+    refetched: NotRequired[bool]  # a continuation whose kept document was gone, fetched again
+
+
+class Match(TypedDict):
+    offset: int  # where the match starts in the whole text
+    snippet: str
 
 
 class ErrorDetail(TypedDict):

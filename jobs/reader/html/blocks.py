@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.vocabulary import DROP, LINK, NOT_TEXT, PRE, TITLE
 
-# A page with more blocks than this is not a document a reader reads; it stops there, truncated,
-# which bounds the work after reduction (selection, joining) as the CPU budget bounds the rest.
-MAX_BLOCKS = 5_000
+# A page with more blocks than this stops there, truncated, which bounds the work after reduction
+# (selection, joining) as the CPU budget bounds the rest; a 2 MiB page of short paragraphs has about
+# 40,000, and its whole text is kept for reading by pieces.
+MAX_BLOCKS = 50_000
 # One block is flushed at this size, so no single flush (collapsing whitespace) stalls the loop.
 MAX_BLOCK_CHARS = 65_536
 # Raw text is handed to the invisible-character stripper in runs of about this many characters:

@@ -45,6 +45,7 @@ class PdfText:
     pages: int
     pages_read: int  # pages whose text was extracted
     stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
+    page_starts: tuple[int, ...] = ()  # where each page read starts in ``text``
 
 
 async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfText:
@@ -62,7 +63,7 @@ async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfTe
             "the PDF has no text layer: its pages are images only (a scan without OCR), so there is "
             "no text to read"
         )
-    text = "\n\n".join(page for page in reply.texts if page)
+    text, starts = join_pages(reply.texts)
     return PdfText(
         title=reply.title or first_line(text),
         text=text,
@@ -71,7 +72,24 @@ async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfTe
         pages=reply.pages,
         pages_read=reply.pages_read - reply.unreadable_pages,
         stopped_early=_stopped_early(reply),
+        page_starts=starts,
     )
+
+
+def join_pages(texts: list[str]) -> tuple[str, tuple[int, ...]]:
+    """The pages' text with a blank line between pages, and where each page starts in it (an
+    empty page starts where the next page's text does)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    position = 0
+    for page in texts:
+        separator = 2 if parts else 0
+        starts.append(position + separator)
+        if page:
+            parts.append(page)
+            position += separator + len(page)
+    total = position
+    return "\n\n".join(parts), tuple(min(start, total) for start in starts)
 
 
 def failure_message(failure: Failure, limits: Limits) -> str:

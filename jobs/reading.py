@@ -1,0 +1,130 @@
+"""A document's text as fetch_page returns it: one piece, or the matches of a find.
+
+The text comes from the reduction in hand (a first fetch) or from the document kept at the first
+fetch (a continuation, ``worker.state.documents``). Either way the answer is cut the same way
+(``jobs.reader.pieces``), so a piece read now and one read later join into the whole. A
+continuation's characters are charged to the report's read budget before they are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jobs.reader.pieces import Match, find, fold, piece
+from worker.errors import BudgetExhausted, InvalidRequest
+from worker.state.documents import Kept, KeptDocuments
+
+# Grants up to the characters asked for from the read budget; None for a first fetch, which the
+# fetch budget pays for.
+Grant = Callable[[int], Awaitable[int]]
+MARKDOWN = "markdown"
+
+
+class KeptGone(Exception):
+    """The kept document's text went away between its lookup and its read."""
+
+
+class Source(Protocol):
+    def total(self, name: str) -> int: ...
+    def page_offsets(self, name: str) -> tuple[int, ...] | None: ...
+    async def text(self, name: str, start: int, end: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class InHand:
+    """The whole text of each format, just reduced."""
+
+    texts: Mapping[str, str]
+    offsets: Mapping[str, tuple[int, ...] | None]
+
+    def total(self, name: str) -> int:
+        return len(self.texts[name])
+
+    def page_offsets(self, name: str) -> tuple[int, ...] | None:
+        return self.offsets.get(name)
+
+    async def text(self, name: str, start: int, end: int) -> str:
+        return self.texts[name][start:end]
+
+
+@dataclass(frozen=True)
+class FromKept:
+    """The whole text of each format, as kept at the first fetch."""
+
+    documents: KeptDocuments
+    kept: Kept
+
+    def total(self, name: str) -> int:
+        return self.kept.layouts[name].total_chars
+
+    def page_offsets(self, name: str) -> tuple[int, ...] | None:
+        return self.kept.layouts[name].page_offsets
+
+    async def text(self, name: str, start: int, end: int) -> str:
+        text = await self.documents.text(self.kept, name, start, end)
+        if text is None:
+            raise KeptGone
+        return text
+
+
+async def answer(
+    source: Source, name: str, *, offset: int, max_chars: int, needle: str | None, grant: Grant | None
+) -> dict[str, Any]:
+    """The text fields of a fetch result: ``format``, ``text``, ``offset``, ``total_chars``,
+    ``next_offset``, and ``page_offsets`` (PDFs) and ``matches`` (a find) when they apply."""
+    total = source.total(name)
+    fields: dict[str, Any] = {"format": name, "total_chars": total}
+    page_offsets = source.page_offsets(name)
+    if page_offsets is not None:
+        fields["page_offsets"] = list(page_offsets)
+    if needle is not None:
+        whole = await source.text(name, 0, total)
+        # Folding a few MB takes tens of ms: off the event loop (str.split releases it often enough).
+        found = await asyncio.to_thread(lambda: find(whole, needle, fold(whole)))
+        matches = await _granted_matches(found, grant)
+        fields.update(text="", offset=0, next_offset=None, matches=[m.__dict__ for m in matches])
+        return fields
+    if offset > total:
+        raise InvalidRequest(f"offset {offset:,} is past the end of the document ({total:,} characters)")
+    wanted = min(max_chars, total - offset)
+    granted = await _granted(wanted, grant) if wanted else 0
+    # Read the piece with a little room past its end, so its seam can be chosen where it is safe.
+    text = await source.text(name, offset, min(total, offset + granted + 1))
+    window = piece(text, 0, granted, markdown=name == MARKDOWN) if granted else None
+    length = len(window.text) if window is not None else 0
+    next_offset = offset + length if offset + length < total else None
+    fields.update(text=text[:length], offset=offset, next_offset=next_offset)
+    return fields
+
+
+async def _granted(wanted: int, grant: Grant | None) -> int:
+    if grant is None:
+        return wanted
+    granted = await grant(wanted)
+    if granted <= 0:
+        raise BudgetExhausted(_spent())
+    return granted
+
+
+async def _granted_matches(matches: list[Match], grant: Grant | None) -> list[Match]:
+    wanted = sum(len(m.snippet) for m in matches)
+    if grant is None or not wanted:
+        return matches
+    granted = await _granted(wanted, grant)
+    kept: list[Match] = []
+    for match in matches:
+        if granted < len(match.snippet):
+            break
+        granted -= len(match.snippet)
+        kept.append(match)
+    return kept
+
+
+def _spent() -> str:
+    return (
+        "this report has used its read budget: the characters its continuations (an offset past "
+        "the start, or a find) may return"
+    )

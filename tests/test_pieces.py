@@ -1,0 +1,130 @@
+"""Pieces and find as pure functions: the join property, safe seams, and folding that maps back."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobs.reader.pieces import MAX_MATCHES, SNIPPET_CHARS, find, fold, needle_of, piece
+
+# Text with the characters that make seams hard: combining marks, joiners, backslashes, astral
+# characters, lone surrogates, every kind of whitespace.
+SEAMY = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("ab \n\t\\*#`|[]()é\u0301\u0308\u200d\ufe0f\u00a0\u2028İß")),
+        st.characters(codec="utf-8"),
+        st.sampled_from(["\U0001f600", "\ud83d", "\ude00"]),
+    ),
+    max_size=400,
+)
+
+
+def pieces_of(whole: str, size: int, *, markdown: bool) -> list[str]:
+    out, offset = [], 0
+    while True:
+        p = piece(whole, offset, size, markdown=markdown)
+        assert p.offset == offset
+        out.append(p.text)
+        if p.next_offset is None:
+            return out
+        assert offset < p.next_offset <= offset + size
+        offset = p.next_offset
+
+
+@given(SEAMY, st.integers(1, 50), st.booleans())
+def test_the_pieces_of_a_text_joined_in_order_are_the_text(whole: str, size: int, markdown: bool) -> None:
+    assert "".join(pieces_of(whole, size, markdown=markdown)) == whole
+
+
+CLUSTERS = st.lists(
+    st.tuples(st.sampled_from("aeo"), st.text(alphabet="\u0301\u0308\u0327\u200d\ufe0f", max_size=5)),
+    max_size=200,
+)
+
+
+@given(CLUSTERS, st.integers(8, 60))
+def test_a_piece_never_ends_between_a_letter_and_its_marks_when_the_cluster_is_short(
+    clusters: list[tuple[str, str]], size: int
+) -> None:
+    whole = "".join(letter + marks for letter, marks in clusters)
+    offset = 0
+    while (p := piece(whole, offset, size, markdown=False)).next_offset is not None:
+        following = whole[p.next_offset]
+        assert not unicodedata.combining(following) and following not in "\u200d\ufe0f", (whole, offset, p)
+        offset = p.next_offset
+
+
+@given(st.text(alphabet="a\\", min_size=1, max_size=200), st.integers(1, 30))
+def test_a_markdown_piece_never_ends_in_the_middle_of_an_escape(whole: str, size: int) -> None:
+    offset = 0
+    while (p := piece(whole, offset, size, markdown=True)).next_offset is not None:
+        trailing = len(p.text) - len(p.text.rstrip("\\"))
+        if trailing < len(p.text):  # a piece of backslashes only has nowhere to back off to
+            assert trailing % 2 == 0, (whole, offset, size, p)
+        offset = p.next_offset
+
+
+@given(SEAMY)
+def test_folding_maps_every_folded_character_back_to_the_same_letter(text: str) -> None:
+    folded = fold(text)
+    for at, char in enumerate(folded.text):
+        source = text[folded.source_offset(at)]
+        if char == " ":
+            assert source.isspace()
+        else:
+            assert char == source.lower() or char == source
+
+
+@given(SEAMY)
+def test_folding_collapses_whitespace_as_a_regular_expression_would(text: str) -> None:
+    lowered = fold(text).lowered
+    assert fold(text).text == re.sub(r"\s+", " ", lowered)
+
+
+@given(st.integers(1, 3), st.sampled_from([" ", "\n", "a"]), st.sampled_from([" ", "\t", "b"]))
+def test_folding_carries_a_whitespace_run_across_its_blocks(blocks: int, last: str, first: str) -> None:
+    from jobs.reader.pieces import FOLD_BLOCK
+
+    text = ("x" * (FOLD_BLOCK - 1) + last + first) * blocks
+    assert fold(text).text == re.sub(r"\s+", " ", text.lower())
+
+
+WORDS = st.lists(
+    st.sampled_from(["going", "concern", "Doubt", "the", "a.b", "(x+)+", "É"]), min_size=1, max_size=4
+)
+GAPS = st.sampled_from([" ", "  ", "\n", "\t \n", "\u00a0"])
+
+
+@given(st.lists(st.tuples(WORDS, GAPS), max_size=30), WORDS)
+def test_find_matches_where_the_words_stand_whatever_their_case_and_spacing(
+    document: list[tuple[list[str], str]], wanted: list[str]
+) -> None:
+    whole = "".join(gap.join(words) + gap for words, gap in document)
+    needle = needle_of(" ".join(wanted))
+    matches = find(whole, needle)
+    assert len(matches) <= MAX_MATCHES
+    for match in matches:
+        assert fold(whole[match.offset :]).text.startswith(needle)
+        assert len(match.snippet) <= SNIPPET_CHARS
+    # And none is missed: as many as a plain search of the folded text finds, up to the bound.
+    expected, at = 0, fold(whole).text.find(needle)
+    while at >= 0 and expected < MAX_MATCHES:
+        expected += 1
+        at = fold(whole).text.find(needle, at + len(needle))
+    assert len(matches) == expected
+
+
+def test_a_snippet_holds_its_match_and_is_cut_at_word_boundaries() -> None:
+    whole = (
+        " ".join(f"word{n}" for n in range(500))
+        + " going concern "
+        + " ".join(f"tail{n}" for n in range(500))
+    )
+    [match] = find(whole, needle_of("going concern"))
+    assert "going concern" in match.snippet
+    words = match.snippet.split()
+    assert all(w.startswith(("word", "tail", "going", "concern")) and w[-1].isalnum() for w in words)
+    assert words[0] in whole.split() and words[-1] in whole.split()
