@@ -7,7 +7,8 @@ runs; each is timed several times, and the slowest run is printed beside the iss
     python bench/cli_fail_fast.py [--runs 3]
 
 Anchors (issue 13): Redis down, every command within about 3 s and ``health`` within about 1 s;
-no worker alive, ``fetch`` within about 3 s.
+no worker alive, ``fetch`` within about 3 s. (``dashboard`` is not here: with Redis down it
+serves its pages with 503 until Redis is back, issue 24.)
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ DOWN = {
     "fetch": (["fetch", "https://example.org/", "--report", "r-1"], 3.0),
     "search": (["search", "tidal energy", "--report", "r-1"], 3.0),
     "budget": (["budget", "r-1"], 3.0),
-    "dashboard": (["dashboard", "--port", "0"], 3.0),
     "health": (["health"], 1.0),
 }
 NO_WORKER = {

@@ -10,6 +10,9 @@ Fallback (``RESEARCH_SEARCH_FALLBACK``): when the primary ends in ``rate_limited
 the search runs once on the fallback, within the same time budget and under the same single
 charge; the primary stops retrying early enough to leave the fallback a share of that budget. The
 result's ``provider``, the spend record and the metrics say which provider answered.
+
+Spend: every answer the provider billed is recorded, an answer that cited nothing usable (an
+``upstream_error`` for the agent, a ``PaidFailure`` here) as well as one that did.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.providers.base import Deadline, Found, Provider, falls_back
+from jobs.providers.base import Deadline, Found, PaidFailure, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
 from worker.config import Settings
 from worker.errors import DestinationBlocked, InvalidRequest, ResearchError, SchemeNotAllowed
@@ -29,7 +32,6 @@ from worker.guardian.domains import DomainPolicy
 from worker.guardian.urls import parse_https_url
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
 from worker.logs import fields
-from worker.metrics import Metrics
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
@@ -41,6 +43,8 @@ log = logging.getLogger("research.search")
 # The part of the search's time the primary leaves for the fallback when one is configured.
 FALLBACK_SHARE = 1 / 3
 LARGEST_ARGUMENT = 2**63 - 1
+# Refused, not clamped: a number this large is not read as a count at all.
+TOO_LARGE = f"max_results is out of range and was refused; give an integer from 0 to {MAX_RESULTS}"
 
 
 @dataclass(frozen=True)
@@ -73,11 +77,11 @@ def clamped_max_results(value: object) -> int:
     # Past 64 bits a JSON integer cannot travel in a job (orjson refuses to write it) and arrives
     # as a float when it is read: either way the caller asked for a number out of range.
     if isinstance(value, float) and math.isfinite(value) and abs(value) > LARGEST_ARGUMENT:
-        raise InvalidRequest(f"max_results is out of range; it is clamped to 0..{MAX_RESULTS}")
+        raise InvalidRequest(TOO_LARGE)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequest(f"max_results must be an integer, not {type(value).__name__}")
     if abs(value) > LARGEST_ARGUMENT:
-        raise InvalidRequest(f"max_results is out of range; it is clamped to 0..{MAX_RESULTS}")
+        raise InvalidRequest(TOO_LARGE)
     return min(max(value, 0), MAX_RESULTS)
 
 
@@ -164,9 +168,8 @@ async def ask(
     budget_s = job.settings.search_timeout_s
     end = asyncio.get_running_loop().time() + budget_s
     leave = budget_s * FALLBACK_SHARE if fallback is not None else 0.0
-    metrics = job.runtime.metrics
     try:
-        found = await asking(primary, request, Deadline(end, end - leave, budget_s), metrics)
+        found = await asking(primary, request, Deadline(end, end - leave, budget_s), job)
         return primary, found
     except ResearchError as failure:
         if fallback is None or not falls_back(failure):
@@ -177,7 +180,7 @@ async def ask(
         extra=fields(provider=primary.name.value, fallback=fallback.name.value, failure=first.message),
     )
     try:
-        found = await asking(fallback, request, Deadline(end, end, budget_s), metrics)
+        found = await asking(fallback, request, Deadline(end, end, budget_s), job)
     except ResearchError as second:
         raise type(second)(
             f"{second.message} (this was the fallback, {fallback.name.value}, after "
@@ -186,10 +189,18 @@ async def ask(
     return fallback, found
 
 
-async def asking(provider: Provider, request: SearchRequest, deadline: Deadline, metrics: Metrics) -> Found:
-    """One provider's search, counted by provider and outcome."""
+async def asking(provider: Provider, request: SearchRequest, deadline: Deadline, job: JobContext) -> Found:
+    """One provider's search, counted by provider and outcome; a failed answer that was billed has
+    its spend recorded before the failure is the result."""
+    metrics = job.runtime.metrics
     try:
-        found = await provider.search(request.query, request.max_results, request.org_id, deadline)
+        try:
+            found = await provider.search(request.query, request.max_results, request.org_id, deadline)
+        except PaidFailure as paid:
+            await record_search(
+                job.runtime, job.report_id, request.org_id, paid.spend, provider=provider.name.value
+            )
+            raise
     except ResearchError as failure:
         metrics.provider_searches.labels(provider.name.value, failure.kind.value).inc()
         raise

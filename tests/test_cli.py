@@ -210,7 +210,6 @@ DOWN_COMMANDS = {
     "search": ["search", "tidal energy", "--report", "r-1"],
     "budget": ["budget", "r-1"],
     "health": ["health"],
-    "dashboard": ["dashboard", "--port", "0"],
 }
 
 
@@ -452,6 +451,9 @@ async def test_a_fetch_shows_that_it_is_waiting_only_on_a_terminal(
         ["fetch", "https://example.org/", "--report", "r-1", "--extract", "all"],
         ["fetch", "https://example.org/"],
         ["dashboard", "--port", "eighty"],
+        ["dashboard", "--port", "99999"],
+        ["dashboard", "--port", "-1"],
+        ["dashboard", "--port", "65536"],
         ["tools", "--format", "yaml"],
         ["no-such-command"],
     ],

@@ -52,7 +52,9 @@ async def test_the_client_wakes_on_completion_without_polling_the_result(
 async def test_the_client_times_out_cleanly_when_no_worker_runs(
     settings: Settings, token: str, report: str
 ) -> None:
-    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=0.5) as client:
+    async with ResearchClient(
+        settings=settings, job_id_prefix=f"{token}-", wait_s=0.5, require_worker=False
+    ) as client:
         result = await asyncio.wait_for(client.fetch(report, "https://example.org/", extract="full"), 10)
         assert result["ok"] is False
         assert result["error"]["kind"] == "timeout"
@@ -211,7 +213,7 @@ def test_the_misuse_check_is_not_an_assert_and_survives_python_O() -> None:
 async def test_arguments_json_cannot_carry_are_refused_before_anything_is_enqueued(
     settings: Settings, report: str, redis: aioredis.Redis
 ) -> None:
-    async with ResearchClient(settings=settings) as client:
+    async with ResearchClient(settings=settings, require_worker=False) as client:
         for value in (2**70, -(2**70), object(), {1, 2j}):
             with pytest.raises(UnsafeArguments, match="not JSON a job can carry"):
                 await client.run("echo", {"report_id": report, "value": value}, wait_s=1)
@@ -221,7 +223,9 @@ async def test_arguments_json_cannot_carry_are_refused_before_anything_is_enqueu
 async def test_a_huge_max_results_is_clamped_as_the_job_would_clamp_it(
     settings: Settings, report: str, redis: aioredis.Redis, token: str
 ) -> None:
-    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=0.3) as client:
+    async with ResearchClient(
+        settings=settings, job_id_prefix=f"{token}-", wait_s=0.3, require_worker=False
+    ) as client:
         result = await client.search(report, "tidal energy", max_results=10**30)
         payload = orjson.loads(await redis.get(f"arq:job:{result['job_id']}"))
     assert payload["k"]["max_results"] == 10

@@ -158,6 +158,9 @@ async def test_the_minute_bucket_counts_by_tool_and_outcome_with_histograms_and_
         activity.wait_field("fetch_page", 2.0): 2,  # the third job's wait is not known: not counted
         "h:fetch_page": 2,
         "depth": 0,
+        # The slowest duration and wait, in microseconds: a percentile is never shown past them.
+        "xd:fetch_page": 100_000,
+        "xw:fetch_page": 2_000,
     }
 
 

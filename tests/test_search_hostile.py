@@ -295,8 +295,10 @@ async def test_an_echoed_key_reaches_neither_the_result_nor_redis_nor_the_menu(
 def test_any_integer_max_results_is_clamped_or_refused_as_out_of_range(max_results: int) -> None:
     arguments = {"query": "q", "max_results": max_results}
     if abs(max_results) > 2**63 - 1:
-        with pytest.raises(InvalidRequest, match="out of range"):
+        with pytest.raises(InvalidRequest, match="out of range") as refused:
             SearchRequest.parse(arguments)
+        # A refused value must not be described as clamped: nothing was searched with it.
+        assert "clamped" not in refused.value.message
     else:
         assert SearchRequest.parse(arguments).max_results == min(max(max_results, 0), 10)
 

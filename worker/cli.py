@@ -33,6 +33,7 @@ from worker.config import ConfigError, Settings, default_worker_id, redact_url
 from worker.embedded import Located, Source
 from worker.errors import MissingReportId
 from worker.logs import fields
+from worker.redact import redact_urls
 from worker.runtime.envelope import parse_report_id
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
@@ -140,25 +141,53 @@ def print_json(value: Any) -> None:
 
 
 def say(line: str) -> None:
-    sys.stderr.write(f"research-worker: {line}\n")
+    sys.stderr.write(f"research-worker: {redact_urls(line)}\n")
     sys.stderr.flush()
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     with embedded.redis_for_worker(settings.redis_url, settings.runtime_dir) as found:
         settings = dataclasses.replace(settings, redis_url=found.url)
-        asyncio.run(_close(reach(found, settings, REACH_S)))
+        asyncio.run(_joining(found, settings))  # unreachable: its own one line, exit 4
+        # Which Redis, and why, before anything else: every command on the machine may pick a
+        # different one (REDIS_URL, an embedded one, whatever answers at the default address).
+        shown = redact_url(found.url)
+        log.info(
+            f"using Redis at {shown} ({found.why()})",
+            extra=fields(redis_url=shown, found=found.source.value, queue=settings.queue_name),
+        )
         from worker.settings import build_worker  # the tools take a while to import: not before Redis
 
-        log.info(
-            "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
-        )
         build_worker(settings, burst=args.burst).run()
     return Exit.OK
 
 
 async def _close(pool: Awaitable[ArqRedis]) -> None:
     await (await pool).aclose()
+
+
+async def _joining(found: Located, settings: Settings) -> None:
+    """Reach Redis, and warn when the queue's workers run with settings that change results."""
+    from worker.runtime.fingerprint import others_differ
+
+    redis = await reach(found, settings, REACH_S)
+    try:
+        differ = await others_differ(redis, settings)
+    except (RedisError, OSError) as exc:
+        log.debug(
+            "could not compare settings with the queue's workers", extra=fields(error=type(exc).__name__)
+        )
+        differ = {}
+    finally:
+        await redis.aclose()
+    for worker_id, names in sorted(differ.items()):
+        # Names only: the values may be operators' (ranges, paths) and the point is which to align.
+        log.warning(
+            f"worker {worker_id} on queue {settings.queue_name} runs with other settings that change "
+            f"results: {', '.join(names)}; jobs go to either worker at random, so align them or use "
+            "another RESEARCH_QUEUE",
+            extra=fields(other_worker=worker_id, differing=names, queue=settings.queue_name),
+        )
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -221,7 +250,8 @@ async def _run_job(
 
     wait_s = args.wait if args.wait is not None else settings.job_timeout_s + WAIT_MARGIN_S
     try:
-        async with ResearchClient(settings=settings, wait_s=wait_s) as client:
+        # Whether a worker runs was checked above, with the command line's own message.
+        async with ResearchClient(settings=settings, wait_s=wait_s, require_worker=False) as client:
             if seed:
                 await client.seed_urls(report_id, seed)
             result = await _showing_progress(job(client), f"the {what} job on {settings.queue_name}")
@@ -333,8 +363,13 @@ def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     settings, found = _locate(settings)
-    asyncio.run(_close(reach(found, settings, REACH_S)))
-    from worker.dashboard import serve  # templates and all: not before Redis answers
+    try:
+        asyncio.run(_close(reach(found, settings, REACH_S)))
+    except RedisUnreachable as exc:
+        # A dashboard is for watching outages too: it serves, its pages answer 503 saying why
+        # until Redis is back, and its own /healthz stays 200. Wrong credentials still stop it.
+        say(f"{exc.line()}; serving anyway, the pages answer 503 until Redis is back")
+    from worker.dashboard import serve  # templates and all: after the first try for Redis
 
     return serve(settings, args.host, args.port)
 
@@ -547,7 +582,13 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_dashboard,
     )
     dashboard.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    dashboard.add_argument("--port", type=int, default=8300, help="the port to listen on")
+    dashboard.add_argument(
+        "--port",
+        type=_port,
+        default=8300,
+        metavar="PORT",
+        help="the port to listen on, 1-65535 (0: any free port)",
+    )
 
     command(
         "health",
@@ -565,6 +606,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port in 1..65535 (or 0 for any free port)")
     return value
 
 

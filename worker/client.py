@@ -32,7 +32,7 @@ from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
 from worker import embedded
-from worker.config import ClientSettings, Settings
+from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.guardian.urls import canonical_url
@@ -94,6 +94,23 @@ def _refused_for_memory(what: str) -> Iterator[None]:
         ) from None
 
 
+class NoWorkerRunning(ClientError, RuntimeError):
+    """No worker beats on the client's queue, so a job would wait out its whole deadline.
+
+    Raised before anything is enqueued or charged, as fast as the command line says it (the same
+    check: ``worker.state.health.any_alive``). ``require_worker=False`` enqueues anyway, for a
+    worker that starts later.
+    """
+
+    def __init__(self, queue_name: str, redis_url: str) -> None:
+        super().__init__(
+            f"no worker is running on queue {queue_name} at {redact_url(redis_url)}; start one with "
+            "`research-worker run`, or build the client with require_worker=False to queue jobs "
+            "for a worker that starts later"
+        )
+        self.queue_name = queue_name
+
+
 class _Unset:
     pass
 
@@ -116,6 +133,7 @@ class ResearchClient:
         wait_s: float | None = None,
         settings: ClientSettings | Settings | None = None,
         job_id_prefix: str = "",
+        require_worker: bool = True,
     ) -> None:
         if isinstance(settings, Settings):
             settings = ClientSettings.of(settings)
@@ -132,6 +150,7 @@ class ResearchClient:
         self.wait_s = self.settings.wait_s
         self.redis_url: str | None = None  # where it connected, once open
         self._job_id_prefix = _text("job_id_prefix", job_id_prefix, empty=True)
+        self.require_worker = require_worker
         self._redis: ArqRedis | None = None
         self._enqueuer: Enqueuer | None = None
         self._results: ResultStore | None = None
@@ -298,6 +317,8 @@ class ResearchClient:
         return await self._run(function, dict(kwargs), self._new_job_id(), wait_s)
 
     async def _run(self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None) -> Result:
+        if self.require_worker and not await self.workers_alive():
+            raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
         report_id = kwargs.get("report_id")
         about = about_of(function, kwargs)

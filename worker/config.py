@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TypeVar, overload
 from urllib.parse import urlsplit
 
 import orjson
 
 from worker.limits import REPORT_ID
+from worker.redact import redact_url as redact_url  # re-exported: callers import it from here
+from worker.redact import redact_urls
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
@@ -64,7 +66,33 @@ class LogFormat(StrEnum):
 
 
 class ConfigError(ValueError):
-    """A configuration value is unusable; the message names the variable."""
+    """A configuration value is unusable; the message names the variable.
+
+    Every URL in the message loses its password here, whatever built the message: a value is
+    quoted to say what was wrong with it, and ``SEARXNG_URL`` or ``OPENROUTER_BASE_URL`` may carry
+    credentials.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_urls(message))
+
+
+# Upper bounds of the numeric settings. Every one reaches Redis (a TTL in EXPIRE or PSETEX, a
+# counter, a job's timeout in arq's keys) or sizes a buffer, and Redis refuses a TTL whose
+# milliseconds overflow: RESEARCH_RESULT_TTL_S=1e17 started a worker whose every result write
+# failed. A bound stops start-up instead, far above any sensible value and far below any overflow.
+MAX_TTL_S = 366 * 86_400  # budget windows, results, the page cache: a year and a day
+MAX_BUDGET = 1_000_000  # searches or fetches per report
+MAX_JOB_SLOTS = 10_000
+MAX_HOST_SLOTS = 1_000
+MAX_BODY_BYTES = 1 << 30
+MAX_TEXT_CHARS = 100_000_000
+MAX_REDIRECTS = 50
+MAX_WAIT_S = 3_600.0  # a network timeout or a shutdown's grace
+MAX_CPU_S = 600.0
+MAX_CLIENT_WAIT_S = 86_400.0
+# A setting read with no bound of its own gets this one.
+MAX_COUNT = 1_000_000_000
 
 
 class Secret:
@@ -192,7 +220,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        e = Env(os.environ if env is None else env)
+        return cls.read(Env(os.environ if env is None else env))
+
+    @classmethod
+    def read(cls, e: Env) -> Settings:
         redis_url = e.text("REDIS_URL")
         if redis_url is not None:
             parse_redis_url(redis_url, "REDIS_URL")
@@ -203,21 +234,39 @@ class Settings:
             redis_url=redis_url,
             cache_redis_url=cache_redis_url,
             queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
-            max_jobs=e.integer("RESEARCH_MAX_JOBS", cls.max_jobs, minimum=1),
-            search_budget=e.integer("RESEARCH_SEARCH_BUDGET", cls.search_budget, minimum=1),
-            fetch_budget=e.integer("RESEARCH_FETCH_BUDGET", cls.fetch_budget, minimum=1),
-            budget_window_s=e.integer("RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1),
-            fetch_max_bytes=e.integer("RESEARCH_FETCH_MAX_BYTES", cls.fetch_max_bytes, minimum=1),
-            fetch_max_pdf_bytes=e.integer("RESEARCH_FETCH_MAX_PDF_BYTES", cls.fetch_max_pdf_bytes, minimum=1),
-            fetch_max_chars=e.integer("RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1),
-            read_budget_chars=e.integer("RESEARCH_READ_BUDGET_CHARS", cls.read_budget_chars, minimum=0),
-            fetch_max_redirects=e.integer("RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0),
-            fetch_timeout_s=e.seconds("RESEARCH_FETCH_TIMEOUT_S", cls.fetch_timeout_s),
-            search_timeout_s=e.seconds("RESEARCH_SEARCH_TIMEOUT_S", cls.search_timeout_s),
-            reduce_cpu_budget_s=e.seconds("RESEARCH_REDUCE_CPU_BUDGET_S", cls.reduce_cpu_budget_s),
-            result_ttl_s=e.integer("RESEARCH_RESULT_TTL_S", cls.result_ttl_s, minimum=1),
-            cache_ttl_s=e.integer("RESEARCH_CACHE_TTL_S", cls.cache_ttl_s, minimum=0),
-            host_concurrency=e.integer("RESEARCH_HOST_CONCURRENCY", cls.host_concurrency, minimum=1),
+            max_jobs=e.integer("RESEARCH_MAX_JOBS", cls.max_jobs, minimum=1, maximum=MAX_JOB_SLOTS),
+            search_budget=e.integer(
+                "RESEARCH_SEARCH_BUDGET", cls.search_budget, minimum=1, maximum=MAX_BUDGET
+            ),
+            fetch_budget=e.integer("RESEARCH_FETCH_BUDGET", cls.fetch_budget, minimum=1, maximum=MAX_BUDGET),
+            budget_window_s=e.integer(
+                "RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1, maximum=MAX_TTL_S
+            ),
+            fetch_max_bytes=e.integer(
+                "RESEARCH_FETCH_MAX_BYTES", cls.fetch_max_bytes, minimum=1, maximum=MAX_BODY_BYTES
+            ),
+            fetch_max_pdf_bytes=e.integer(
+                "RESEARCH_FETCH_MAX_PDF_BYTES", cls.fetch_max_pdf_bytes, minimum=1, maximum=MAX_BODY_BYTES
+            ),
+            fetch_max_chars=e.integer(
+                "RESEARCH_FETCH_MAX_CHARS", cls.fetch_max_chars, minimum=1, maximum=MAX_TEXT_CHARS
+            ),
+            read_budget_chars=e.integer(
+                "RESEARCH_READ_BUDGET_CHARS", cls.read_budget_chars, minimum=0, maximum=MAX_COUNT
+            ),
+            fetch_max_redirects=e.integer(
+                "RESEARCH_FETCH_MAX_REDIRECTS", cls.fetch_max_redirects, minimum=0, maximum=MAX_REDIRECTS
+            ),
+            fetch_timeout_s=e.seconds("RESEARCH_FETCH_TIMEOUT_S", cls.fetch_timeout_s, maximum=MAX_WAIT_S),
+            search_timeout_s=e.seconds("RESEARCH_SEARCH_TIMEOUT_S", cls.search_timeout_s, maximum=MAX_WAIT_S),
+            reduce_cpu_budget_s=e.seconds(
+                "RESEARCH_REDUCE_CPU_BUDGET_S", cls.reduce_cpu_budget_s, maximum=MAX_CPU_S
+            ),
+            result_ttl_s=e.integer("RESEARCH_RESULT_TTL_S", cls.result_ttl_s, minimum=1, maximum=MAX_TTL_S),
+            cache_ttl_s=e.integer("RESEARCH_CACHE_TTL_S", cls.cache_ttl_s, minimum=0, maximum=MAX_TTL_S),
+            host_concurrency=e.integer(
+                "RESEARCH_HOST_CONCURRENCY", cls.host_concurrency, minimum=1, maximum=MAX_HOST_SLOTS
+            ),
             guardian_allow_cidrs=e.parse("RESEARCH_GUARDIAN_ALLOW_CIDRS", (), _parse_cidrs),
             ca_bundle=e.parse("RESEARCH_CA_BUNDLE", None, _readable_file),
             url_menu=e.switch("RESEARCH_URL_MENU", True),
@@ -238,7 +287,7 @@ class Settings:
             http_referer=e.parse("RESEARCH_HTTP_REFERER", cls.http_referer, _http_url),
             app_title=e.text("RESEARCH_APP_TITLE") or cls.app_title,
             user_agent=e.parse("RESEARCH_USER_AGENT", cls.user_agent, _header_value),
-            shutdown_grace_s=e.parse("RESEARCH_SHUTDOWN_GRACE_S", None, _non_negative_seconds),
+            shutdown_grace_s=e.seconds("RESEARCH_SHUTDOWN_GRACE_S", None, maximum=MAX_WAIT_S, zero=True),
             worker_id=e.name("RESEARCH_WORKER_ID", default_worker_id()),
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
@@ -284,15 +333,20 @@ class ClientSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
-        e = Env(os.environ if env is None else env)
+        return cls.read(Env(os.environ if env is None else env))
+
+    @classmethod
+    def read(cls, e: Env) -> ClientSettings:
         redis_url = e.text("REDIS_URL")
         if redis_url is not None:
             parse_redis_url(redis_url, "REDIS_URL")
         return cls(
             redis_url=redis_url,
             queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
-            wait_s=e.seconds("RESEARCH_CLIENT_WAIT_S", cls.wait_s),
-            budget_window_s=e.integer("RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1),
+            wait_s=e.seconds("RESEARCH_CLIENT_WAIT_S", cls.wait_s, maximum=MAX_CLIENT_WAIT_S),
+            budget_window_s=e.integer(
+                "RESEARCH_BUDGET_WINDOW_S", cls.budget_window_s, minimum=1, maximum=MAX_TTL_S
+            ),
             runtime_dir=e.text("XDG_RUNTIME_DIR"),
         )
 
@@ -314,11 +368,27 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+@dataclass(frozen=True)
+class NumberBounds:
+    """The range one numeric setting accepts, as ``Env`` read it (for tests and docs)."""
+
+    name: str
+    integer: bool
+    minimum: float
+    maximum: float
+    minimum_allowed: bool  # False for seconds: the minimum itself (0) is refused
+
+
 class Env:
-    """Reads one variable at a time and turns a bad value into a ConfigError naming it."""
+    """Reads one variable at a time and turns a bad value into a ConfigError naming it.
+
+    ``numbers`` records every numeric setting read and its bounds, so a test can walk the edges
+    of each one, including settings added later.
+    """
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = env
+        self.numbers: dict[str, NumberBounds] = {}
 
     def text(self, name: str) -> str | None:
         value = self._env.get(name)
@@ -335,7 +405,9 @@ class Env:
         except (ValueError, OSError) as exc:
             raise ConfigError(f"{name}: {exc}") from None
 
-    def integer(self, name: str, default: int, *, minimum: int) -> int:
+    def integer(self, name: str, default: int, *, minimum: int, maximum: int = MAX_COUNT) -> int:
+        self.numbers[name] = NumberBounds(name, True, minimum, maximum, True)
+
         def parse_int(raw: str) -> int:
             try:
                 value = int(raw.replace("_", ""))
@@ -344,12 +416,43 @@ class Env:
             if value < minimum:
                 kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
                 raise ValueError(f"{raw!r} must be {kind}")
+            if value > maximum:
+                raise ValueError(f"{shown_number(raw)} is more than {maximum:,}, the most this setting takes")
             return value
 
         return self.parse(name, default, parse_int)
 
-    def seconds(self, name: str, default: float) -> float:
-        return self.parse(name, default, _positive_seconds)
+    @overload
+    def seconds(self, name: str, default: float, *, maximum: float = ..., zero: bool = ...) -> float: ...
+
+    @overload
+    def seconds(
+        self, name: str, default: None, *, maximum: float = ..., zero: bool = ...
+    ) -> float | None: ...
+
+    def seconds(
+        self, name: str, default: float | None, *, maximum: float = MAX_WAIT_S, zero: bool = False
+    ) -> float | None:
+        """A number of seconds, more than 0 (or 0 itself with ``zero``) and at most ``maximum``."""
+        self.numbers[name] = NumberBounds(name, False, 0.0, maximum, zero)
+
+        def parse_seconds(raw: str) -> float:
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{raw!r} is not a number of seconds") from None
+            if zero and value == 0:
+                return 0.0
+            if not value > 0 or value == float("inf"):
+                kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+                raise ValueError(f"{raw!r} must be {kind}")
+            if value > maximum:
+                raise ValueError(
+                    f"{shown_number(raw)} is more than {maximum:g} s, the most this setting takes"
+                )
+            return value
+
+        return self.parse(name, default, parse_seconds)
 
     def switch(self, name: str, default: bool) -> bool:
         def parse_switch(raw: str) -> bool:
@@ -371,20 +474,17 @@ class Env:
         return self.parse(name, default, parse_name)
 
 
-def _positive_seconds(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{raw!r} must be a positive number of seconds")
-    return value
+def shown_number(raw: str) -> str:
+    """A number as given, quoted, or its first digits when it is long (a line, not a screenful)."""
+    return repr(raw) if len(raw) <= 40 else repr(raw[:20] + "...")
 
 
-def _non_negative_seconds(raw: str) -> float:
-    if raw.strip() in {"0", "0.0"}:
-        return 0.0
-    return _positive_seconds(raw)
+def numeric_settings() -> dict[str, NumberBounds]:
+    """Every numeric setting a worker or a client reads, with the bounds it is read with."""
+    e = Env({})
+    Settings.read(e)
+    ClientSettings.read(e)
+    return e.numbers
 
 
 def _parse_domains(raw: str) -> frozenset[str]:
@@ -475,7 +575,9 @@ def _user_password(raw: str) -> tuple[str, Secret]:
 def _http_url(raw: str) -> str:
     parts = urlsplit(raw)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ValueError(f"{raw!r} is not an http(s) URL")
+        # A value with an "@" may hold a password where no URL parser finds it: not shown at all.
+        shown = "the value" if "@" in raw else repr(raw)
+        raise ValueError(f"{shown} is not an http(s) URL")
     return raw.rstrip("/")
 
 
@@ -497,16 +599,6 @@ def _log_level(raw: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
         raise ValueError(f"{raw!r} is not one of DEBUG, INFO, WARNING, ERROR")
     return level
-
-
-def redact_url(raw: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(raw)
-    if parts.password is None:
-        return raw
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].partition(":")[0]
-    return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
 
 
 def parse_redis_url(raw: str, variable: str) -> RedisTarget:

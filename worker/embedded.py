@@ -10,21 +10,30 @@ Redis named by a live state file; the default address.
 
 The state file decides where jobs and results go, so it is trusted only in a directory that is
 this user's alone: a file another user could write might point a worker at their Redis.
+
+The embedded redis-server dies with the process that started it, however that process ends: on
+Linux the kernel sends it SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), so a ``run`` killed
+with SIGKILL, or by the out-of-memory killer, leaves no Redis behind (its state file then names a
+Redis that no longer answers, which every command ignores).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +66,21 @@ class Source(StrEnum):
 class Located:
     url: str
     source: Source
+    # This process started the embedded Redis (rather than found one); not part of where it is.
+    started: bool = field(default=False, compare=False)
+
+    def why(self) -> str:
+        """Why this Redis, in a phrase for the first lines of ``run``."""
+        if self.source is Source.REDIS_URL:
+            return "configured by REDIS_URL"
+        if self.source is Source.EMBEDDED and self.started:
+            return (
+                "embedded: started by this worker, since REDIS_URL is unset and nothing answers at "
+                f"{config.DEFAULT_REDIS_URL}"
+            )
+        if self.source is Source.EMBEDDED:
+            return "embedded: the one another `research-worker run` on this machine started"
+        return "found on the default address: REDIS_URL is unset and a Redis answers there"
 
 
 def locate(redis_url: str | None, runtime_dir: str | None) -> Located:
@@ -97,7 +121,7 @@ def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator
         extra=fields(redis_url=embedded.url, default=config.DEFAULT_REDIS_URL, state_file=str(state.path)),
     )
     try:
-        yield Located(embedded.url, Source.EMBEDDED)
+        yield Located(embedded.url, Source.EMBEDDED, started=True)
     finally:
         state.withdraw(embedded.url)
         embedded.stop()
@@ -234,6 +258,33 @@ def _pings(conn: socket.socket) -> bool:
     return conn.recv(64).startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGTERM the child when this process dies (Linux).
+
+    The signal follows the thread that forked, not the process: only the main thread, which lives
+    as long as the process, asks for it (a thread that ends would take the Redis with it). Elsewhere,
+    and off Linux, None: the Redis is stopped on every exit but SIGKILL.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+
+    return in_child
+
+
 class EmbeddedRedis:
     """A private redis-server: on a unix socket by default, or on 127.0.0.1:``port`` when given."""
 
@@ -281,6 +332,8 @@ class EmbeddedRedis:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Safe despite threads: the child makes one system call and takes no lock.
+            preexec_fn=dies_with_parent(),
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -3,21 +3,76 @@
 On a terminal each event is one readable line (time, level, what happened, then ``key=value``
 fields); elsewhere it is one JSON object, so a log pipeline indexes job outcomes without parsing
 prose. ``RESEARCH_LOG_FORMAT`` (``text`` or ``json``) overrides the choice.
+
+A job's context (its id, tool, report, url or query) is bound once, by the envelope, with
+``bound``: every line logged inside the job, by any module and in any task it starts, carries it,
+so a provider's retry warning names the job it delays. A line's own fields come after, and win.
+Every line passes ``worker.redact.redact_urls``: no URL password reaches a log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, TextIO
 
 import orjson
 
 from worker.config import LogFormat
+from worker.redact import redact_urls
 
 # Fields a record may carry in ``extra={"fields": {...}}``; anything else stays out of the line.
 FIELDS_ATTR = "fields"
+# The fields bound for the code running now (a job's context), copied onto each record it logs.
+CONTEXT_ATTR = "context"
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+_context: ContextVar[Mapping[str, Any]] = ContextVar("research_log_context", default=EMPTY)
+
+
+@contextlib.contextmanager
+def bound(**values: Any) -> Iterator[None]:
+    """Every line logged inside the block (and in the tasks it starts) carries ``values``."""
+    token = _context.set(MappingProxyType({**_context.get(), **values}))
+    try:
+        yield
+    finally:
+        # Resetting the token also drops what ``bind`` added inside the block.
+        _context.reset(token)
+
+
+def bind(**values: Any) -> None:
+    """Add ``values`` to the context bound now (inside ``bound``: until the block ends)."""
+    _context.set(MappingProxyType({**_context.get(), **values}))
+
+
+def context() -> Mapping[str, Any]:
+    return _context.get()
+
+
+class ContextFilter(logging.Filter):
+    """Copies the bound context onto the record as it is made, in the task that logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, CONTEXT_ATTR):
+            setattr(record, CONTEXT_ATTR, _context.get())
+        return True
+
+
+def line_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's bound context, then its own fields (which win where both name a field)."""
+    merged: dict[str, Any] = {}
+    bound_now = getattr(record, CONTEXT_ATTR, None)
+    if isinstance(bound_now, Mapping):
+        merged.update(bound_now)
+    own = getattr(record, FIELDS_ATTR, None)
+    if isinstance(own, dict):
+        merged.update(own)
+    return {key: redact_urls(value) if isinstance(value, str) else value for key, value in merged.items()}
 
 
 class JsonFormatter(logging.Formatter):
@@ -27,11 +82,9 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact_urls(record.getMessage()),
         }
-        fields = getattr(record, FIELDS_ATTR, None)
-        if isinstance(fields, dict):
-            line.update(fields)
+        line.update(line_fields(record))
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(line, default=str).decode()
@@ -42,9 +95,9 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
-        parts = [stamp, f"{record.levelname:<7}", _one_line(record.getMessage())]
-        fields = getattr(record, FIELDS_ATTR, None)
-        if isinstance(fields, dict) and fields:
+        parts = [stamp, f"{record.levelname:<7}", _one_line(redact_urls(record.getMessage()))]
+        fields = line_fields(record)
+        if fields:
             parts.append(" ".join(f"{key}={_value(value)}" for key, value in fields.items()))
         line = "  ".join(parts)
         if record.exc_info:
@@ -82,6 +135,7 @@ def configure(
     chosen = log_format or (LogFormat.TEXT if out.isatty() else LogFormat.JSON)
     handler = logging.StreamHandler(out)
     handler.setFormatter(TextFormatter() if chosen is LogFormat.TEXT else JsonFormatter())
+    handler.addFilter(ContextFilter())
     logger = logging.getLogger(logger_name or None)
     logger.handlers[:] = [handler]
     logger.setLevel(level)

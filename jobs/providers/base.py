@@ -1,7 +1,8 @@
 """What a search provider is to web_search: a name, a readiness check, a search, and what it found.
 
 A provider returns ``Found``: results already cleaned (``jobs.providers.cleaning``) and the spend
-to record, ``None`` for a provider that costs nothing. It fails with a ``ResearchError``; the two
+to record, ``None`` for a provider that costs nothing. It fails with a ``ResearchError``, or with
+a ``PaidFailure`` (an ``UpstreamError`` with its spend) when the failing answer was billed; the two
 failures after which another provider may still answer are ``RateLimited`` (credits out, or rate
 limited after the retries) and ``ProviderUnavailable`` (a 5xx after the retries).
 
@@ -49,6 +50,16 @@ class Provider(Protocol):
         """Raise when this provider cannot search for ``org_id`` at all (no key): before any charge."""
 
     async def search(self, query: str, max_results: int, org_id: str | None, deadline: Deadline) -> Found: ...
+
+
+class PaidFailure(UpstreamError):
+    """An ``upstream_error`` on an answer the provider billed (a completion that cited nothing
+    usable): web_search records ``spend`` before the failure is the result, since a failure
+    nobody learns was paid for is spend nobody counts."""
+
+    def __init__(self, message: str, spend: Spend = Spend()) -> None:  # noqa: B008 - frozen, shared safely
+        super().__init__(message)
+        self.spend = spend
 
 
 def falls_back(error: ResearchError) -> bool:

@@ -8,14 +8,18 @@ echo what it was sent, keys included. So, in this order:
    person would not see reaches the agent, and a key cannot hide from the masks behind one;
 2. whitespace is collapsed to single spaces;
 3. keys are masked, case-insensitively and across whitespace: every key this worker holds by its
-   value, and any OpenRouter-shaped key by its shape;
+   value, any long run of a held key's secret part (what follows ``sk-or-v1-``: a provider that
+   echoes the 64 hex digits alone, or upper-cased, or half of them, echoes the key), and any
+   OpenRouter-shaped key by its shape;
 4. the text is cut (at a word boundary when one is near, marked with "…"). Only a bounded prefix is
    read at all, and where the text is cut no part of a key cut in two is kept.
 
 A url is kept only when it is an absolute http(s) URL with a host, of a length a fetch accepts,
 with nothing invisible in it and no key in it (percent-encoded or not): a url cannot be masked
 without becoming a source that does not exist, so a citation that carries a key is dropped whole.
-Urls are kept in the provider's order, exact duplicates dropped, cut at the job's ``max_results``.
+Urls are kept in the provider's order, cut at the job's ``max_results``, a url dropped when the
+menu would take it for one already kept (the same canonical form: ``worker.guardian.urls``; other
+spellings of the host's case, the default port, a fragment or the scheme's case are one source).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 from jobs.reader.hidden import strip_invisible
 from worker.config import Settings
+from worker.guardian.urls import canonical_url
 from worker.limits import MAX_URL_LENGTH
 from worker.state.results import Citation
 
@@ -38,6 +43,11 @@ KEY_SHAPE = r"sk-or-[a-z0-9_\-]+"
 MASK = "***"
 SHAPE_MASK = "sk-or-***"
 MIN_REACH = 64
+# A run of this many characters of a held key's secret part is masked wherever it appears. 16 hex
+# digits are 64 bits: no page cites them by chance, and a key cut in four still shows no piece.
+SECRET_RUN = 16
+# What comes before a key's secret part; the part after it is what a leak would show alone.
+KEY_PREFIX = re.compile(r"^sk-or-(?:v\d+-)?", re.IGNORECASE)
 # Text is read up to this many times what can be shown: past it, a snippet is cut unread.
 RAW_FACTOR = 8
 
@@ -55,6 +65,7 @@ class Masker:
         self._keys = re.compile(pattern, re.IGNORECASE)
         # How far a key may reach past a point it starts before, once whitespace is collapsed.
         self.reach = max(2 * len(values[0]) if values else 0, MIN_REACH)
+        self._runs = secret_runs(values)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Masker:
@@ -76,17 +87,60 @@ class Masker:
         end = len(visible) if upto is None else upto
         kept: list[str] = []
         at = 0
-        for found in self._keys.finditer(visible):
-            if found.start() >= end:
+        for start, stop, mask in self._spans(visible):
+            if start >= end:
                 break
-            kept.append(visible[at : found.start()])
-            kept.append(MASK if found.lastgroup == "ours" else SHAPE_MASK)
-            at = found.end()
+            kept.append(visible[at:start])
+            kept.append(mask)
+            at = stop
         kept.append(visible[at:end])
         return "".join(kept)
 
     def holds_key(self, visible: str) -> bool:
-        return self._keys.search(visible) is not None
+        return self._keys.search(visible) is not None or bool(self._run_spans(visible))
+
+    def _spans(self, visible: str) -> list[tuple[int, int, str]]:
+        """What to mask, in order, overlapping spans merged (ours wins over a shape's mask)."""
+        found = [
+            (m.start(), m.end(), MASK if m.lastgroup == "ours" else SHAPE_MASK)
+            for m in self._keys.finditer(visible)
+        ]
+        found += [(start, stop, MASK) for start, stop in self._run_spans(visible)]
+        found.sort()
+        merged: list[tuple[int, int, str]] = []
+        for start, stop, mask in found:
+            if merged and start <= merged[-1][1]:
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], stop), MASK if MASK in (mask, last[2]) else SHAPE_MASK)
+            else:
+                merged.append((start, stop, mask))
+        return merged
+
+    def _run_spans(self, visible: str) -> list[tuple[int, int]]:
+        """Where a run of ``SECRET_RUN`` characters of a held secret part appears, whitespace aside."""
+        if not self._runs:
+            return []
+        # The text without whitespace, lowered, and where each of its characters came from.
+        where = [index for index, ch in enumerate(visible) if not ch.isspace()]
+        dense = "".join(visible[index] for index in where).lower()
+        spans: list[tuple[int, int]] = []
+        for index in range(len(dense) - SECRET_RUN + 1):
+            if dense[index : index + SECRET_RUN] in self._runs:
+                start, stop = where[index], where[index + SECRET_RUN - 1] + 1
+                if spans and start <= spans[-1][1]:
+                    spans[-1] = (spans[-1][0], stop)
+                else:
+                    spans.append((start, stop))
+        return spans
+
+
+def secret_runs(secrets: Iterable[str]) -> frozenset[str]:
+    """Every ``SECRET_RUN``-character piece of each secret's part after its key prefix, lowered."""
+    runs: set[str] = set()
+    for secret in secrets:
+        part = "".join(KEY_PREFIX.sub("", secret).split()).lower()
+        runs.update(part[index : index + SECRET_RUN] for index in range(len(part) - SECRET_RUN + 1))
+    return frozenset(runs)
 
 
 def visible_text(value: str) -> str:
@@ -161,14 +215,35 @@ def citation(url: object, title: object, snippet: object, masker: Masker) -> Cit
 
 
 def first_distinct(candidates: Iterable[Citation | None], limit: int) -> list[Citation]:
-    """The usable candidates in order, exact-duplicate urls dropped, at most ``limit``."""
+    """The usable candidates in order, a url the menu would hold already dropped, at most ``limit``."""
     results: list[Citation] = []
     seen: set[str] = set()
     for cited in candidates:
-        if cited is None or cited["url"] in seen:
+        if cited is None:
             continue
-        seen.add(cited["url"])
+        same = distinct_key(cited["url"])
+        if same in seen:
+            continue
+        seen.add(same)
         results.append(cited)
         if len(results) >= limit:
             break
     return results
+
+
+def distinct_key(url: str) -> str:
+    """What two spellings of one source share: the menu's canonical form for an https url; for an
+    http one the same rules by hand (scheme and host lowered, port 80, the fragment dropped)."""
+    canonical = canonical_url(url)
+    if canonical is not None:
+        return canonical
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    shown_port = "" if port is None or (scheme, port) == ("http", 80) else f":{port}"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{scheme}://{host}{shown_port}{parts.path or '/'}{query}"

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from jobs.providers.base import NOT_EVIDENCE, Deadline
+from jobs.providers.base import NOT_EVIDENCE, Deadline, Found, PaidFailure
 from jobs.providers.cleaning import Masker, citation, first_distinct, one_line
 from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, retrying, status_failure
 from worker.config import Secret, Settings, redact_url
@@ -248,6 +248,15 @@ def citations(completion: Completion, limit: int, masker: Masker) -> list[Citati
     else:
         why = "the search returned no usable citation"
     raise UpstreamError(f"{why}; {NOT_EVIDENCE}")
+
+
+def billed_citations(completion: Completion, limit: int, masker: Masker) -> Found:
+    """``citations`` with the completion's spend; an answer with none usable is a ``PaidFailure``:
+    it was billed all the same, and the spend is recorded before the failure is the result."""
+    try:
+        return Found(citations(completion, limit, masker), completion.spend)
+    except UpstreamError as failure:
+        raise PaidFailure(failure.message, completion.spend) from None
 
 
 def url_citation(annotation: object, masker: Masker) -> Citation | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.providers.base import Deadline, Found
-from jobs.providers.openrouter import OpenRouter, citations, common_body
+from jobs.providers.openrouter import OpenRouter, billed_citations, common_body
 from worker.config import SearchProvider
 
 
@@ -31,7 +31,7 @@ class PluginSearch:
             return plugin_body(model, query, max_results, org_id, reasoning_off)
 
         completion = await self.client.complete(build, self.client.key_for(org_id), deadline)
-        return Found(citations(completion, max_results, self.client.masker), completion.spend)
+        return billed_citations(completion, max_results, self.client.masker)
 
 
 def plugin_body(

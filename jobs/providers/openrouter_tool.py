@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.providers.base import Deadline, Found
-from jobs.providers.openrouter import OpenRouter, citations, common_body
+from jobs.providers.openrouter import OpenRouter, billed_citations, common_body
 from worker.config import SearchProvider
 
 TOOL_TYPE = "openrouter:web_search"
@@ -55,7 +55,7 @@ class ServerToolSearch:
             )
 
         completion = await self.client.complete(build, self.client.key_for(org_id), deadline)
-        return Found(citations(completion, max_results, self.client.masker), completion.spend)
+        return billed_citations(completion, max_results, self.client.masker)
 
 
 def tool_body(

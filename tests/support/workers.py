@@ -19,7 +19,8 @@ async def running_worker(
     task = asyncio.create_task(worker.async_run())
     try:
         for _ in range(500):
-            if worker.runtime is not None:
+            # Started, and beating: a client refuses to enqueue on a queue where no worker beats.
+            if worker.runtime is not None and await worker.pool.exists(worker.health_check_key):
                 break
             if task.done():
                 task.result()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ import worker.dashboard.decode as decode
 from worker.config import Settings
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
+from worker.runtime import fingerprint
 from worker.runtime.claims import parse_lease
 from worker.runtime.worker import HEALTH_INTERVAL_S
 from worker.serialization import dumps, loads
@@ -69,6 +70,9 @@ class WorkerRow:
     jobs_ongoing: int
     max_jobs: int | None
     stale: bool
+    # The settings that change results, as the worker publishes them (``worker.runtime.fingerprint``).
+    settings_digest: str | None = None
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -237,10 +241,18 @@ async def read_workers(redis: ArqRedis, settings: Settings, now: float) -> tuple
                 max_jobs=decode.integer_or_none(info.get("max_jobs")),
                 # A key that is not our JSON (a plain arq worker's health line) cannot vouch for a beat.
                 stale=beat_age is None or beat_age > STALE_BEAT_S,
+                **_fingerprint_fields(info),
             )
         )
     rows.sort(key=lambda row: row.worker_id)
     return rows, complete
+
+
+def _fingerprint_fields(info: Mapping[str, Any]) -> dict[str, Any]:
+    published = fingerprint.read(info)
+    if published is None:
+        return {}
+    return {"settings_digest": published.digest, "settings": dict(published.values)}
 
 
 async def read_in_progress(redis: ArqRedis, settings: Settings, now: float) -> tuple[list[JobRow], bool]:

@@ -11,6 +11,7 @@ from typing import Any
 import worker.dashboard.charts as charts
 from worker.dashboard.data import MAX_ROWS, Snapshot
 from worker.dashboard.filters import Filters, outcome_counts, paginate
+from worker.runtime import fingerprint
 from worker.state import activity
 
 REFRESH_S = 5
@@ -25,6 +26,7 @@ def index_context(snap: Snapshot, filters: Filters) -> dict[str, Any]:
         "queue": snap.queue,
         "workers": snap.workers,
         "workers_alive": sum(not worker.stale for worker in snap.workers),
+        "settings_differ": settings_differ(snap),
         "history": history,
         "charts": (
             {
@@ -61,6 +63,7 @@ def state_document(snap: Snapshot, filters: Filters) -> dict[str, Any]:
         "matching": page.matching,
     }
     document["filters"] = {"outcome": filters.outcome, "tool": filters.tool, "report": filters.report}
+    document["settings_differ"] = settings_differ(snap)
     document["outcomes"] = outcome_counts(snap.recent, filters)
     document["in_progress"] = [dataclasses.asdict(row) for row in snap.in_progress if filters.matches(row)]
     document["waiting"] = [dataclasses.asdict(row) for row in snap.waiting if filters.matches(row)]
@@ -68,3 +71,9 @@ def state_document(snap: Snapshot, filters: Filters) -> dict[str, Any]:
         dataclasses.asdict(row) for row in snap.budgets if filters.report in (None, row.report_id)
     ]
     return document
+
+
+def settings_differ(snap: Snapshot) -> list[str]:
+    """The settings that change results on which the queue's live workers disagree (names only)."""
+    published = [worker.settings for worker in snap.workers if not worker.stale and worker.settings_digest]
+    return fingerprint.disagreements(published)

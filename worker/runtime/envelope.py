@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
 from worker.limits import REPORT_ID
-from worker.logs import fields
+from worker.logs import bind, bound, fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.activity import JobRun
 from worker.state.memory import relieving
@@ -126,11 +126,21 @@ def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
     if unknown:
         shown = ", ".join(repr(name[:40]) for name in unknown[:5])
         raise InvalidRequest(
-            f"{tool.name} does not take {shown}; its arguments are report_id, {', '.join(tool.params)}"
+            # report_id is not named: the orchestrator sets it, and a model told it may send one
+            # would try to spend another report's budget.
+            f"{tool.name} does not take {shown}; its arguments are {', '.join(tool.params)}"
         )
 
 
 async def run_tool(
+    ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Result:
+    # Every line logged while the job runs, by any module, names the job (``worker.logs.bound``).
+    with bound(job_id=ctx["job_id"], tool=tool.name, job_try=ctx.get("job_try", 1)):
+        return await _run_tool(ctx, tool, args, kwargs)
+
+
+async def _run_tool(
     ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Result:
     runtime: Runtime = ctx["runtime"]
@@ -157,7 +167,9 @@ async def run_tool(
         try:
             arguments = bind_arguments(tool, args, kwargs)
             about = tool.about(arguments)
+            bind(**(about or {}))
             report_id = parse_report_id(arguments.pop("report_id", None))
+            bind(report_id=report_id)
             check_known(tool, arguments)
             job = JobContext(runtime, tool.name, job_id, job_try, report_id, deadline)
             try:
@@ -215,6 +227,7 @@ async def _finish(
             report_id=result.get("report_id"),
             tool=tool.name,
             outcome=kind,
+            **finished_fields(result),
             duration_ms=round(duration_s * 1000, 1),
             queue_wait_ms=round(queue_wait_s * 1000, 1),
             job_try=job_try,
@@ -291,6 +304,16 @@ async def refund_charge(runtime: Runtime, result: Result) -> None:
             "refunded the charge of a job whose result could not be stored",
             extra=fields(job_id=result.get("job_id"), report_id=report_id),
         )
+
+
+def finished_fields(result: Result) -> dict[str, Any]:
+    """What the job was about and, for an error, its kind and message (the worker's own words)."""
+    shown: dict[str, Any] = {name: result[name] for name in ("url", "query") if result.get(name) is not None}
+    error = result.get("error")
+    if isinstance(error, Mapping):
+        shown["error_kind"] = error.get("kind")
+        shown["error_message"] = error.get("message")
+    return shown
 
 
 def _report_id_of(result: Result) -> str | None:

@@ -35,7 +35,7 @@ from worker.config import ConfigError, Settings
 from worker.errors import ErrorKind, InternalError, MissingReportId, ResearchError
 from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL, Metrics
-from worker.runtime import metrics_server
+from worker.runtime import fingerprint, metrics_server
 from worker.runtime.claims import LEASE_MS, JobLeases
 from worker.runtime.context import Runtime
 from worker.runtime.cpu_slots import CpuSlots
@@ -85,6 +85,7 @@ class ResearchWorker(Worker):
         self._leases: JobLeases
         self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
+        self._fingerprint = fingerprint.published(settings)
         self._depth_sampled_minute = -1
         super().__init__(
             functions=functions,
@@ -353,6 +354,7 @@ class ResearchWorker(Worker):
             "jobs_ongoing": ongoing,
             "max_jobs": self.max_jobs,
             "queued": queued,
+            fingerprint.FIELD: self._fingerprint,  # what changes results, compared across replicas
         }
         await health.publish(self.pool, self.queue_name, self.health_check_key, info, HEALTH_TTL_S)
 

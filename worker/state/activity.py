@@ -6,8 +6,9 @@ counts an outcome whose result is missing. Neither holds page text: the line kee
 of the target and of the worker's own error message, the counters hold numbers only.
 
 The minute bucket (``keys.minute``) is one hash per queue and minute: jobs by tool and outcome,
-duration and queue-wait histograms by tool, cache hits by tool, and the deepest queue a finishing
-job saw. One EVAL per job writes all of it, and the bucket expires on its own.
+duration and queue-wait histograms by tool with the slowest of each (so a percentile read from
+the bins is never shown past the slowest job), cache hits by tool, and the deepest queue a
+finishing job saw. One EVAL per job writes all of it, and the bucket expires on its own.
 """
 
 from __future__ import annotations
@@ -43,13 +44,20 @@ MAX_BIN = 80  # about 17 minutes and beyond
 DEPTH_FIELD = "depth"
 
 # KEYS[1]: the minute bucket (a hash). KEYS[2]: the queue (arq's sorted set), only read.
-# ARGV[1]: the bucket's expiry (unix seconds); ARGV[2..]: hash fields to add one to ('' skips).
+# ARGV[1]: the bucket's expiry (unix seconds); ARGV[2..]: hash fields to add one to ('' skips),
+# or "field=N" to raise the field to N when N is more (the slowest job's microseconds).
 # A script because the queue's depth must be read and written in one step: commands queued on a
 # transaction cannot use each other's replies. It runs whole, so two workers finishing in the
-# same minute cannot overwrite a deeper depth with a shallower one.
+# same minute cannot overwrite a deeper depth (or a slower maximum) with a shallower one.
 MINUTE_SCRIPT = """
 for i = 2, #ARGV do
-  if ARGV[i] ~= '' then redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
+  local name, value = string.match(ARGV[i], '^([^=]+)=(%d+)$')
+  if name then
+    local seen = tonumber(redis.call('HGET', KEYS[1], name)) or -1
+    if tonumber(value) > seen then redis.call('HSET', KEYS[1], name, value) end
+  elseif ARGV[i] ~= '' then
+    redis.call('HINCRBY', KEYS[1], ARGV[i], 1)
+  end
 end
 local depth = redis.call('ZCARD', KEYS[2])
 local seen = tonumber(redis.call('HGET', KEYS[1], 'depth')) or -1
@@ -143,6 +151,18 @@ def cache_hit_field(tool: str) -> str:
     return f"h:{tool}"
 
 
+# The slowest duration and queue wait of a tool in the minute, in whole microseconds (rounded
+# down, so the ceiling a percentile is held under is never above the true slowest).
+SLOWEST_DURATION = "xd"
+SLOWEST_WAIT = "xw"
+MAX_MICROSECONDS = 10**15  # past a day by far: a figure beyond is not a duration
+
+
+def slowest_field(kind: str, tool: str, ms: float) -> str:
+    micro = int(ms * 1000) if ms > 0 and ms == ms else 0  # NaN and negatives count as 0
+    return f"{kind}:{tool}={min(micro, MAX_MICROSECONDS)}"
+
+
 def minute_of(at: float) -> int:
     return int(at // MINUTE_S)
 
@@ -174,6 +194,8 @@ def record(
         duration_field(tool, duration_ms),
         wait_field(tool, run.queue_wait_ms) if run and run.queue_wait_ms is not None else "",
         cache_hit_field(tool) if result.get("cached") is True else "",
+        slowest_field(SLOWEST_DURATION, tool, duration_ms),
+        slowest_field(SLOWEST_WAIT, tool, run.queue_wait_ms) if run and run.queue_wait_ms is not None else "",
     )
 
 
