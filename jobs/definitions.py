@@ -129,8 +129,10 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
             "content (the article), falling back to all text when little would remain "
             "(extraction says which); extract='full' returns all readable text. Text is cut at "
             f"{settings.fetch_max_chars:,} characters (truncated: true when cut). A PDF is read too: "
-            "its pages' text in order with a blank line between pages, content_type "
-            "'application/pdf', pages and pages_read counts, extract ignored. Each report may "
+            "its pages' text in order with a blank line between pages (in Markdown, a line "
+            "'<!-- page N -->' before each page), content_type 'application/pdf', pages and "
+            "pages_read counts, extract ignored. The result's format says which format the text is in. "
+            "Each report may "
             f"fetch at most {settings.fetch_budget} pages."
         ),
         "input_schema": {
@@ -146,6 +148,16 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
                     "enum": list(EXTRACT_MODES),
                     "default": "main",
                     "description": "'main' for the main content, 'full' for all readable text.",
+                },
+                "format": {
+                    "type": "string",
+                    "enum": ["markdown", "text"],
+                    "default": "markdown",
+                    "description": (
+                        "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
+                        "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
+                        "is plain text."
+                    ),
                 },
                 "fresh": {
                     "type": "boolean",

@@ -25,6 +25,7 @@ from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
+from jobs.reader.formats import FORMATS, MARKDOWN, TEXT
 from worker.config import Settings
 from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
@@ -55,6 +56,13 @@ class FetchRequest:
     url: str
     extract: str
     fresh: bool
+    format: str = MARKDOWN
+
+    @property
+    def cache_mode(self) -> str:
+        """The page cache keeps one reduced page per extract mode and format (the plain text
+        under the mode's own name, as before there were formats)."""
+        return self.extract if self.format == TEXT else f"{self.extract}.{self.format}"
 
     @classmethod
     def parse(cls, args: Mapping[str, Any]) -> FetchRequest:
@@ -77,7 +85,10 @@ class FetchRequest:
         fresh = args.get("fresh", False)
         if not isinstance(fresh, bool):
             raise InvalidRequest(f"fresh must be true or false, not {type(fresh).__name__}")
-        return cls(url=url.strip(), extract=str(extract), fresh=fresh)
+        fmt = args.get("format", MARKDOWN)
+        if not isinstance(fmt, str) or fmt not in FORMATS:
+            raise InvalidRequest("format must be 'markdown' or 'text'")
+        return cls(url=url.strip(), extract=str(extract), fresh=fresh, format=fmt)
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ class FetchPageTool:
     resolver, production uses the system's."""
 
     name = "fetch_page"
-    params = ("url", "extract", "fresh")
+    params = ("url", "extract", "fresh", "format")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
@@ -149,21 +160,23 @@ class FetchPageTool:
             await job.charge(Tool.FETCH)
             served = await parts.pages.serve(
                 target,
-                request.extract,
+                request.cache_mode,
                 fresh=request.fresh,
                 until=until,
                 may_follow=menu_rule(menu, job.report_id),
-                fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
+                fetch=functools.partial(self._fetch_and_read, job, target, request, until=until),
             )
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
         if served.page.links:
             await menu.record(job.report_id, served.page.links, already_canonical=True)
-        return page_fields(served.page, cached=served.cached)
+        result = page_fields(served.page, cached=served.cached)
+        result["format"] = request.format
+        return result
 
     async def _fetch_and_read(
-        self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
+        self, job: JobContext, target: Target, request: FetchRequest, may_follow: HopRule, until: float
     ) -> Fresh:
         """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
         fetched = await self._fetch(job, self._started(), target, may_follow, until)
@@ -177,10 +190,11 @@ class FetchPageTool:
                 fetched.body,
                 fetched.content_type,
                 fetched.final.url,
-                extract=extract,
+                extract=request.extract,
                 max_chars=job.settings.fetch_max_chars,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
+                format=request.format,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.

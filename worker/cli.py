@@ -149,7 +149,9 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
         _run_job(
             args,
             settings,
-            lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
+            lambda client: client.fetch(
+                report_id, args.url, extract=args.extract, fresh=args.fresh, format=args.format
+            ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
             what="fetch_page",
@@ -429,6 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    fetch.add_argument(
+        "--format",
+        choices=("markdown", "text"),
+        default="markdown",
+        help="the text as Markdown (headings, lists, tables, links; the default) or as plain text",
+    )
     _waiting_options(fetch)
 
     search = command(

@@ -155,10 +155,21 @@ class ResearchClient:
             kwargs["org_id"] = org_id
         return await self.run("web_search", kwargs)
 
-    async def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+    async def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        format: str | None = None,
+    ) -> Result:
+        """``format``: "markdown" or "text"; None leaves it to the job's default (markdown)."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
+        if format is not None:
+            kwargs["format"] = format
         return await self.run("fetch_page", kwargs)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
@@ -358,8 +369,16 @@ class SyncResearchClient:
     def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
-    def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
-        return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh))
+    def fetch(
+        self,
+        report_id: str,
+        url: str,
+        extract: str = "main",
+        *,
+        fresh: bool = False,
+        format: str | None = None,
+    ) -> Result:
+        return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh, format=format))
 
     def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         return self._submit(self._client.seed_urls(report_id, urls))

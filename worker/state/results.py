@@ -70,6 +70,7 @@ class FetchPage(TypedDict):
     links: list[str]
     hidden_removed: int
     cached: bool
+    format: NotRequired[str]  # "markdown" or "text"
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
 
