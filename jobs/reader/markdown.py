@@ -51,8 +51,10 @@ class _Renderer:
         self._layout = _layout_tables(blocks)
         self._item_width: dict[int, int] = {}  # list items already started, by frame id
         self._numbers: dict[int, int] = {}  # the next number of each ordered list
-        self._style: dict[int, int] = {}  # each list's marker style (0 or 1), alternating
-        self._lists = 0
+        self._style: dict[int, int] = {}  # each list's marker style (0 or 1)
+        # The style of the last list begun in each container (by the ids of the frames around
+        # it): the next list there takes the other style, so two lists in a row stay two.
+        self._last_style: dict[tuple[int, ...], int] = {}
 
     def pieces(self) -> Iterator[str]:
         blocks = self._blocks
@@ -100,11 +102,15 @@ class _Renderer:
     def _first_prefix(self, path: list[Frame]) -> str:
         parts: list[str] = []
         current_list: Frame | None = None
-        for frame in path:
+        for position, frame in enumerate(path):
             if frame.kind == QUOTE:
                 parts.append("> ")
             elif frame.kind == LIST:
                 current_list = frame
+                if frame.id not in self._style:
+                    around = tuple(outer.id for outer in path[:position])
+                    style = self._style[frame.id] = 1 - self._last_style.get(around, 1)
+                    self._last_style[around] = style
             elif frame.kind == ITEM:
                 width = self._item_width.get(frame.id)
                 if width is None:
@@ -127,10 +133,7 @@ class _Renderer:
     def _marker(self, frame: Frame | None) -> str:
         if frame is None:
             return "- "
-        style = self._style.get(frame.id)
-        if style is None:
-            style = self._style[frame.id] = self._lists % 2
-            self._lists += 1
+        style = self._style.get(frame.id, 0)
         if not frame.ordered:
             return "* " if style else "- "
         number = self._numbers.get(frame.id, frame.start)
@@ -158,9 +161,11 @@ class _Renderer:
             parts: list[str] = []
             for text, link in runs:
                 written = escape.heading(text) if heading else escape.inline(text)
-                target = self._targets.get(link) if link >= 0 else None
+                target = self._targets.get(link >> 1) if link >= 0 else None
                 if target is not None and text.strip():
                     written = f"[{written}]({escape.destination(target)})"
+                    if parts and parts[-1].endswith("!"):
+                        parts[-1] = parts[-1][:-1] + "\\!"  # "!" before a link makes it an image
                 parts.append(written)
             assembled = "".join(parts)
             lines.append(assembled if heading else escape.line_start(assembled))
@@ -169,8 +174,8 @@ class _Renderer:
     def _table_lines(self, blocks: Sequence[Block], table: Frame, path: list[Frame]) -> list[str]:
         """A pipe table; text inside the table but in no cell (a caption) comes first, as lines."""
         loose: list[str] = []
-        rows: dict[int, dict[int, list[str]]] = {}
-        spans: dict[int, int] = {}
+        rows: dict[int, dict[int, list[str]]] = {}  # row -> column -> the texts of its cell
+        spans: dict[tuple[int, int], int] = {}
         for block in blocks:
             cell = _cell_of(block, table)
             if block.bits & PRE or block.code:
@@ -180,13 +185,16 @@ class _Renderer:
             if cell is None:
                 loose.append(text)
                 continue
-            row = rows.setdefault(cell.row or cell.id, {})
-            row.setdefault(cell.id, []).append(text)
-            spans[cell.id] = cell.colspan
+            key = cell.row or cell.table
+            column = min(cell.column, MAX_COLUMNS - 1)
+            rows.setdefault(key, {}).setdefault(column, []).append(text)
+            spans[key, column] = cell.colspan
         lines = [line for text in loose for line in (text, "")]
         if not rows:
             return lines[:-1] if lines else [""]
-        table_rows = [_cells(row, spans) for row in rows.values()]
+        table_rows = [
+            _cells(row, {column: spans[key, column] for column in row}) for key, row in rows.items()
+        ]
         width = max(len(cells) for cells in table_rows)
         for position, cells in enumerate(table_rows):
             cells = cells + [""] * (width - len(cells))
@@ -197,13 +205,18 @@ class _Renderer:
 
 
 def _cells(row: dict[int, list[str]], spans: dict[int, int]) -> list[str]:
+    """A row's cells by column: an empty cell (which held no text) is an empty column, and a
+    colspan is its text followed by empty columns."""
     cells: list[str] = []
-    for cell_id, texts in row.items():
+    for column in sorted(row):
+        cells.extend([""] * (column - len(cells)))
         # A cell's line breaks and blocks are one line: a pipe table's row is one line.
-        cells.append(" ".join(" ".join(texts).split()))
-        cells.extend([""] * (spans[cell_id] - 1))
-    if len(cells) > MAX_COLUMNS:
-        cells = [*cells[: MAX_COLUMNS - 1], " ".join(cell for cell in cells[MAX_COLUMNS - 1 :] if cell)]
+        text = " ".join(" ".join(row[column]).split())
+        if len(cells) > column:
+            cells[column] = f"{cells[column]} {text}".strip()  # past MAX_COLUMNS: joined into the last
+            continue
+        cells.append(text)
+        cells.extend([""] * (min(column + spans[column], MAX_COLUMNS) - len(cells)))
     return cells
 
 
@@ -258,8 +271,8 @@ def _layout_tables(blocks: Sequence[Block]) -> set[int]:
                 if frame.id not in seen:
                     seen.add(frame.id)
                     row = widths.setdefault(frame.table, {})
-                    key = frame.row or frame.id
-                    row[key] = row.get(key, 0) + frame.colspan
+                    key = frame.row or frame.table
+                    row[key] = max(row.get(key, 0), frame.column + frame.colspan)
                 count = cell_blocks[frame.id] = cell_blocks.get(frame.id, 0) + 1
                 if count > LAYOUT_CELL_BLOCKS or block.kind in HEADINGS:
                     layout.add(frame.table)

@@ -28,7 +28,8 @@ MAX_ALT = 300  # characters of an image's alt text that Markdown shows
 EXTRA = -2
 
 # A run of a line's text in Markdown: its words (whitespace collapsed as in the plain text) and
-# the link they are the text of, an index into the reduction's hrefs, or -1 for none.
+# the link they are the text of: twice the href's index in the reduction's hrefs, plus one for
+# every other <a> (so two links in a row to one href stay two), or -1 for none.
 Run = tuple[str, int]
 
 

@@ -76,6 +76,7 @@ class Reducer:
         self._hrefs: list[str] = []
         self._href_ids: dict[str, int] = {}  # each distinct href's index in _hrefs
         self._frames = Frames()
+        self._anchors = 0  # <a> elements opened so far
         self._base_href: str | None = None
         self._hint_cache: dict[str, int] = {}
         self._finished = False
@@ -196,7 +197,10 @@ class Reducer:
         link = None
         if name == "a":
             href = attrs.get("href")
-            link = -1 if href is None else self._href_ids.get(href, -1)
+            number = -1 if href is None else self._href_ids.get(href, -1)
+            # Two links in a row to the same href are two links: their parity tells them apart.
+            link = -1 if number < 0 else 2 * number + (self._anchors & 1)
+            self._anchors += 1
         stack.push(name, own, kind, kind is name, 0, frame, link)
         if name == "select":
             self._selects.opened(attrs)

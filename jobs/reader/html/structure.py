@@ -39,6 +39,7 @@ class Frame:
     colspan: int = 1  # CELL
     table: int = 0  # ROW and CELL: the id of their table frame (0: none)
     row: int = 0  # CELL: the id of its row frame (0: none)
+    column: int = 0  # CELL: where it starts in its row, counting the colspans before it
 
     def path(self) -> list[Frame]:
         """The frames from the outermost to this one."""
@@ -56,6 +57,9 @@ class Frames:
 
     def __init__(self) -> None:
         self._next_id = 1
+        # The next column of each open row (by row id, or by table id for cells in no row): an
+        # empty cell holds no text, but it still moves the cells after it along.
+        self._columns: dict[int, int] = {}
 
     def open(self, name: str, attrs: dict[str, str], around: Frame | None) -> Frame | None:
         """The new frame, or None when ``name`` adds none here (too deep, or a part out of place)."""
@@ -86,8 +90,17 @@ class Frames:
         row = _nearest(around, ROW, stop=TABLE)
         span = _number(attrs.get("colspan"))
         colspan = 1 if span is None or span < 1 else min(span, MAX_COLSPAN)
+        key = row.id if row is not None else table.id
+        column = self._columns.get(key, 0)
+        self._columns[key] = column + colspan
         return self._make(
-            CELL, around, depth, colspan=colspan, table=table.id, row=row.id if row is not None else 0
+            CELL,
+            around,
+            depth,
+            colspan=colspan,
+            table=table.id,
+            row=row.id if row is not None else 0,
+            column=column,
         )
 
     def _make(self, kind: int, around: Frame | None, depth: int, **fields: int | bool) -> Frame:
