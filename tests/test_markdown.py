@@ -331,3 +331,58 @@ def test_a_pdf_is_its_pages_text_after_a_marker_line_each() -> None:
 def test_a_body_that_is_not_html_is_one_code_block_of_exactly_itself() -> None:
     body = '{"a": "``` # [x](javascript:1)"}\n````'
     assert read(fenced(body)) == [("code", body)]
+
+
+# Tag soup: any sequence of start tags, end tags and hostile text, unclosed and misnested as pages
+# are. Whatever structure it makes, the Markdown must read back as exactly the plain text's words,
+# with no markup but the reader's own.
+
+SOUP_TAGS = ["p", "h2", "h4", "ul", "ol", "li", "table", "tr", "td", "th", "thead", "caption"]
+SOUP_TAGS += ["blockquote", "pre", "code", "div", "span", "b", "dl", "dt", "dd", "section"]
+
+
+@st.composite
+def soups(draw: st.DrawFn) -> str:
+    parts: list[str] = []
+    for _ in range(draw(st.integers(1, 25))):
+        choice = draw(st.integers(0, 5))
+        tag = draw(st.sampled_from(SOUP_TAGS))
+        if choice == 0:
+            parts.append(f"<{tag}>")
+        elif choice == 1:
+            parts.append(f"</{tag}>")
+        elif choice == 2:
+            parts.append(f'<a href="/l/{draw(st.integers(0, 3))}">')
+        elif choice == 3:
+            parts.append(draw(st.sampled_from(["</a>", "<br>", '<td colspan="3">', '<ol start="5">'])))
+        else:
+            parts.append(html.escape(draw(texts)) + draw(st.sampled_from(["", " ", "\n"])))
+    return "".join(parts)
+
+
+def read_words(markdown: str) -> list[str]:
+    """The words a reader of the Markdown sees, in order; markup the page wrote fails the test."""
+    words: list[str] = []
+    for token in PARSER.parse(markdown):
+        if token.type == "inline":
+            line: list[str] = []
+            for child in token.children or []:
+                assert child.type in ("text", "softbreak", "hardbreak", "link_open", "link_close"), child.type
+                if child.type == "link_open":
+                    assert str(child.attrs["href"]).startswith("https://example.org/l/")
+                line.append(" " if child.type.endswith("break") else child.content)
+            words.extend("".join(line).split())
+        elif token.type in ("fence", "code_block"):
+            words.extend(token.content.split())
+        else:
+            assert token.type.endswith(("_open", "_close")), token.type
+    return words
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(soups())
+async def test_tag_soup_reads_back_as_the_words_of_the_plain_text_and_no_other_markup(soup: str) -> None:
+    common: dict[str, Any] = dict(extract="full", max_chars=1_000_000, cpu_budget_s=10.0, body_truncated=False)
+    text = await build_document(soup.encode(), "text/html; charset=utf-8", PAGE_URL, format="text", **common)
+    markdown = render_whole(text, "markdown")
+    assert read_words(markdown) == text.text.split(), markdown
