@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from jobs.reader.document import build_document, cut_text, render_whole
-from jobs.reader.formats import fenced, pdf_markdown
+from jobs.reader.formats import Readable, fenced, page_offsets, pdf_markdown, whole_text
 from tests.test_markdown_escape import HOSTILE
 
 PARSER = MarkdownIt("commonmark").enable("table")
@@ -382,7 +382,28 @@ def read_words(markdown: str) -> list[str]:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(soups())
 async def test_tag_soup_reads_back_as_the_words_of_the_plain_text_and_no_other_markup(soup: str) -> None:
-    common: dict[str, Any] = dict(extract="full", max_chars=1_000_000, cpu_budget_s=10.0, body_truncated=False)
+    common: dict[str, Any] = dict(
+        extract="full", max_chars=1_000_000, cpu_budget_s=10.0, body_truncated=False
+    )
     text = await build_document(soup.encode(), "text/html; charset=utf-8", PAGE_URL, format="text", **common)
     markdown = render_whole(text, "markdown")
     assert read_words(markdown) == text.text.split(), markdown
+
+
+@given(st.lists(st.text(ALPHABET + " \n", max_size=20), min_size=1, max_size=5))
+def test_each_pdf_page_offset_is_where_that_page_starts_in_either_format(pages: list[str]) -> None:
+    pages = [page.strip() for page in pages]
+    readable = Readable("\n\n".join(page for page in pages if page), pages=pages)
+    markdown = whole_text(readable, "markdown")
+    offsets = page_offsets(readable, "markdown")
+    assert offsets is not None and len(offsets) == len(pages)
+    for number, offset in enumerate(offsets, 1):
+        marker = f"<!-- page {number} -->"
+        assert markdown[offset:].startswith(marker)
+        assert markdown[offset + len(marker) : offset + len(marker) + 1] in ("\n", "")
+    text = whole_text(readable, "text")
+    starts = page_offsets(readable, "text")
+    assert starts is not None
+    for page, start in zip(pages, starts, strict=True):
+        if page:
+            assert text[start:].startswith(page)

@@ -69,6 +69,32 @@ def page_marker(number: int) -> str:
 def pdf_markdown(pages: Sequence[str]) -> str:
     """A PDF's pages, each after its marker line, each line escaped (and without the leading
     spaces that would read as code)."""
+    return "\n\n".join(_pdf_parts(pages))
+
+
+def page_offsets(readable: Readable, fmt: str) -> list[int] | None:
+    """For a PDF, where each page starts in ``whole_text(readable, fmt)``: in Markdown its marker
+    line, in the text its first character (an empty page starts where the next one does); None
+    for anything else."""
+    pages = readable.pages
+    if pages is None:
+        return None
+    offsets: list[int] = []
+    at = 0
+    if fmt == MARKDOWN:
+        for number, part in enumerate(_pdf_parts(pages)):
+            if part.startswith("<!-- page "):
+                offsets.append(at + (2 if number else 0))
+            at += len(part) + (2 if number else 0)
+        return offsets
+    for page in pages:
+        offsets.append(at)
+        if page:
+            at += len(page) + 2
+    return offsets
+
+
+def _pdf_parts(pages: Sequence[str]) -> list[str]:
     parts: list[str] = []
     for number, page in enumerate(pages, 1):
         parts.append(page_marker(number))
@@ -76,7 +102,7 @@ def pdf_markdown(pages: Sequence[str]) -> str:
         body = "\n".join(lines).strip("\n")
         if body:
             parts.append(body)
-    return "\n\n".join(parts)
+    return parts
 
 
 def fenced(text: str) -> str:
