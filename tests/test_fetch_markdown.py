@@ -104,3 +104,18 @@ def _with_port(trees: list[Any], url: str) -> list[Any]:
             tree = (tree[0], tree[1], tuple((text, href.replace("HOST", host)) for text, href in tree[2]))
         out.append(tree)
     return out
+
+
+def test_the_tool_definition_and_the_command_line_offer_both_formats() -> None:
+    from jobs.definitions import fetch_page_definition
+    from worker.cli import build_parser
+    from worker.config import Settings
+
+    schema = fetch_page_definition(Settings())["input_schema"]["properties"]["format"]
+    assert (schema["enum"], schema["default"]) == (["markdown", "text"], "markdown")
+    parser = build_parser()
+    assert parser.parse_args(["fetch", "https://example.org/", "--report", "r-1"]).format == "markdown"
+    assert (
+        parser.parse_args(["fetch", "https://example.org/", "--report", "r-1", "--format", "text"]).format
+        == "text"
+    )

@@ -273,6 +273,11 @@ async def test_two_lists_in_a_row_stay_two_lists() -> None:
     assert [tree[0] for tree in read(markdown)] == ["list", "list", "list", "list"]
 
 
+async def test_code_in_a_list_item_stays_an_item() -> None:
+    markdown = await markdown_of("<ul><li><code>pip install x</code></li></ul>")
+    assert read(markdown) == [("list", None, ((("p", "pip install x", ()),),))]
+
+
 async def test_code_blocks_keep_their_text_with_a_fence_longer_than_its_backticks() -> None:
     code = "def f():\n    return '```'\n\n````"
     markdown = await markdown_of(f"<pre><code>{html.escape(code)}</code></pre><div><code>a  b</code></div>")

@@ -29,6 +29,9 @@ from jobs.reader.html.structure import CELL, ITEM, LIST, QUOTE, TABLE, Frame
 from jobs.reader.html.vocabulary import PRE
 
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Blocks whose structure says more than their <code> does: an item, a cell, a heading of code
+# stays one, its text written as text.
+KEEPS_ITS_KIND = frozenset({"li", "dt", "dd", "td", "th", *HEADINGS})
 MAX_COLUMNS = 64  # a row's cells past this many are joined into its last one
 LAYOUT_CELL_BLOCKS = 5  # a cell with more blocks than this is a page's layout, not data
 
@@ -141,7 +144,7 @@ class _Renderer:
         return f"{number}{')' if style else '.'} "
 
     def _block_lines(self, block: Block, path: list[Frame]) -> list[str]:
-        if block.bits & PRE or block.code:
+        if block.bits & PRE or (block.code and block.kind not in KEEPS_ITS_KIND):
             return _code(block.text)
         level = HEADINGS.get(block.kind)
         if level is not None:
