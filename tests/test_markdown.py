@@ -186,12 +186,21 @@ def quotes(children: st.SearchStrategy[list[tuple[str, Tree]]]) -> st.SearchStra
 
 
 leaf_blocks = st.one_of(paragraphs(), headings(), code_blocks())
-nested_lists = st.deferred(
-    lambda: st.lists(lists(st.lists(lists(st.nothing()), min_size=1, max_size=1)), min_size=1, max_size=1)
+# What a list item holds after its own text: a nested list (two levels deep), code, a table, a quote.
+flat_lists = lists(st.nothing())
+item_children = st.lists(
+    st.one_of(
+        lists(st.lists(flat_lists, min_size=1, max_size=1)),
+        code_blocks(),
+        tables(),
+        quotes(st.lists(st.one_of(paragraphs(), flat_lists), min_size=1, max_size=2)),
+    ),
+    min_size=1,
+    max_size=2,
 )
-inner_blocks = st.lists(st.one_of(leaf_blocks, lists(nested_lists)), min_size=1, max_size=3)
+inner_blocks = st.lists(st.one_of(leaf_blocks, tables(), lists(item_children)), min_size=1, max_size=3)
 documents = st.lists(
-    st.one_of(leaf_blocks, tables(), lists(nested_lists), quotes(inner_blocks)), min_size=1, max_size=5
+    st.one_of(leaf_blocks, tables(), lists(item_children), quotes(inner_blocks)), min_size=1, max_size=5
 )
 
 
