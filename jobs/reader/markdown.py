@@ -75,7 +75,10 @@ class _Renderer:
                 lines = self._table_lines(blocks[index:end], table, path)
                 index = end
             if previous is not None:
-                yield "\n" + self._continuation(_common(previous, path)).rstrip() + "\n"
+                if previous and path:
+                    yield "\n" + self._continuation(_common(previous, path)).rstrip() + "\n"
+                else:
+                    yield "\n\n"
             yield self._prefixed(lines, path)
             previous = path
 
@@ -96,6 +99,8 @@ class _Renderer:
         return path, None
 
     def _prefixed(self, lines: list[str], path: list[Frame]) -> str:
+        if not path:
+            return "\n".join(lines)
         first = self._first_prefix(path)
         rest = self._continuation(path)
         out = [first + lines[0]]
