@@ -421,3 +421,28 @@ def test_each_pdf_page_offset_is_where_that_page_starts_in_either_format(pages: 
     for page, start in zip(pages, starts, strict=True):
         if page:
             assert text[start:].startswith(page)
+
+
+async def test_lists_nested_thousands_deep_stop_nesting_at_the_frame_bound() -> None:
+    page = "<ul><li>" * 3000 + "deep" + "<blockquote>" * 3000 + "quoted"
+    document = await build_document(
+        page.encode(),
+        "text/html",
+        PAGE_URL,
+        extract="full",
+        max_chars=1_000_000,
+        cpu_budget_s=10.0,
+        body_truncated=False,
+        format="markdown",
+    )
+    lines = document.text.split("\n")
+    assert max(len(line) for line in lines) < 100  # 16 frames of indentation at most
+    assert read_words(document.text) == ["deep", "quoted"]
+
+
+async def test_a_table_of_huge_colspans_stays_bounded_in_width() -> None:
+    page = "<table><tr>" + "<th>h</th>" * 3 + "<tr>" + '<td colspan="1000">x</td>' * 200 + "</table>"
+    markdown = await markdown_of(page)
+    widths = {line.count(" | ") + 1 for line in markdown.split("\n")}
+    assert widths == {64}
+    assert read_words(markdown) == ["h", "h", "h"] + ["x"] * 200

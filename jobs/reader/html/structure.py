@@ -4,7 +4,9 @@ block quotes, tables with their rows and cells.
 Each structural element the reducer opens becomes a Frame linked to the frame around it, so
 opening one costs one small object whatever the depth, and a block carries only its innermost
 frame. Frames stop nesting at MAX_DEPTH: a page nests deeper only to make the output (and every
-walk up the chain) large, and Markdown deeper than that reads as nothing to anyone.
+walk up the chain) large, and Markdown renderers limit nesting themselves (markdown-it's CommonMark
+preset at 20 levels, a list and its item being two): text nested deeper than that would vanish
+from what a person sees, so past the bound it stays in the innermost frame there is.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ TABLE = 4
 ROW = 5
 CELL = 6
 
-MAX_DEPTH = 32
+MAX_DEPTH = 16
 # A colspan is at most this many columns: the HTML standard clamps at 1000, which would let one
 # cell write a thousand empty ones.
 MAX_COLSPAN = 32
