@@ -8,8 +8,11 @@ numbers, table cells, code blocks, block quotes, link targets, text) with the pa
 from __future__ import annotations
 
 import html
+import os
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -446,3 +449,62 @@ async def test_a_table_of_huge_colspans_stays_bounded_in_width() -> None:
     widths = {line.count(" | ") + 1 for line in markdown.split("\n")}
     assert widths == {64}
     assert read_words(markdown) == ["h", "h", "h"] + ["x"] * 200
+
+
+# html5lib's tree-construction tests: every document there, misnested and broken as browsers meet
+# them, reads back from its Markdown as the words of its plain text and no markup of its own.
+
+CORPUS = Path(
+    os.environ.get("HTML5LIB_TESTS", Path(__file__).resolve().parents[2] / "shared/data/html5lib-tests")
+)
+
+
+def tree_documents() -> list[Any]:
+    folder = CORPUS / "tree-construction"
+    if not folder.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no html5lib test corpus at {folder}"))]
+    documents: list[str] = []
+    for path in sorted(folder.glob("*.dat")):
+        for section in path.read_text(encoding="utf-8").split("\n\n#data\n"):
+            data = section.removeprefix("#data\n").split("\n#errors", 1)[0]
+            if "#document-fragment" not in section:
+                documents.append(data)
+    return [
+        pytest.param(documents[start : start + 100], id=f"from-{start}")
+        for start in range(0, len(documents), 100)
+    ]
+
+
+@pytest.mark.parametrize("documents", tree_documents())
+async def test_the_html5lib_trees_read_back_as_their_plain_text_and_no_other_markup(
+    documents: list[str],
+) -> None:
+    for page in documents:
+        document = await build_document(
+            page.encode(),
+            "text/html; charset=utf-8",
+            PAGE_URL,
+            extract="full",
+            max_chars=1_000_000,
+            cpu_budget_s=10.0,
+            body_truncated=False,
+            format="markdown",
+        )
+        assert _words_any_link(document.text) == render_whole(document, "text").split(), page
+
+
+def _words_any_link(markdown: str) -> list[str]:
+    """read_words, for pages whose links go anywhere on the page's site."""
+    words: list[str] = []
+    for token in PARSER.parse(markdown):
+        if token.type == "inline":
+            line: list[str] = []
+            for child in token.children or []:
+                assert child.type in ("text", "softbreak", "hardbreak", "link_open", "link_close"), child.type
+                line.append(" " if child.type.endswith("break") else child.content)
+            words.extend("".join(line).split())
+        elif token.type in ("fence", "code_block"):
+            words.extend(token.content.split())
+        else:
+            assert token.type.endswith(("_open", "_close")), token.type
+    return words
