@@ -24,6 +24,12 @@ Where the errors are, not only the averages:
 - ``--halves`` splits each corpus in two fixed halves (by a hash of the page's key) and prints F1
   on each: a rule tuned on one half must hold on the other.
 
+Both formats: every page is also read with ``format="markdown"``, the Markdown's syntax stripped
+(markdown-it-py's tokens rendered to their text) and scored the same way; the two are printed side
+by side with their CPU time (target: Markdown within 0.003 F1 of the text, and at most 20 % more
+time; the reducer carries the structure in both formats, so the difference is what rendering
+Markdown costs).
+
 Usage: ``python bench/extraction.py [--corpus NAME] [--worst N] [--languages] [--halves]``.
 """
 
@@ -210,8 +216,8 @@ def half(page: Page) -> int:
 # Runs ---------------------------------------------------------------------------------------
 
 
-async def run_ours(pages: list[Page], extract: str) -> Run:
-    run = Run(f"ours {extract}")
+async def run_ours(pages: list[Page], extract: str, fmt: str = "text") -> Run:
+    run = Run(f"ours {extract}" if fmt == "text" else f"ours {extract} {fmt}")
     for page in pages:
         started = time.process_time()
         document = await build_document(
@@ -222,9 +228,10 @@ async def run_ours(pages: list[Page], extract: str) -> Run:
             max_chars=MAX_CHARS,
             cpu_budget_s=CPU_BUDGET_S,
             body_truncated=False,
+            format=fmt,
         )
         run.seconds.append(time.process_time() - started)
-        run.texts[page.key] = document.text
+        run.texts[page.key] = document.text if fmt == "text" else markdown_text(document.text)
         if extract == "main" and document.extraction == "full":
             run.fell_back.add(page.key)
     return run
@@ -269,6 +276,26 @@ def competitors() -> dict[str, Callable[[bytes], str]]:
     return found
 
 
+def markdown_text(markdown: str) -> str:
+    """The text a reader of the Markdown sees: markdown-it's tokens, syntax dropped, a block per line."""
+    from markdown_it import MarkdownIt
+
+    lines: list[str] = []
+    for token in MarkdownIt("commonmark").enable("table").parse(markdown):
+        if token.type == "inline":
+            lines.append("".join(_inline_text(child) for child in token.children or []))
+        elif token.type in ("fence", "code_block", "html_block"):
+            lines.append(token.content.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _inline_text(token: object) -> str:
+    kind = getattr(token, "type", "")
+    if kind in ("text", "code_inline"):
+        return str(getattr(token, "content", ""))
+    return "\n" if kind in ("softbreak", "hardbreak") else ""
+
+
 # Reports ------------------------------------------------------------------------------------
 
 
@@ -295,6 +322,27 @@ def report(corpus: str, pages: list[Page], runs: list[Run]) -> None:
             f"{percentile(ms, 99):8.1f} {fell_back:>9} {empty:>6}"
         )
     print("(times: CPU ms per page)")
+
+
+def report_formats(corpus: str, pages: list[Page], text_runs: list[Run], markdown_runs: list[Run]) -> None:
+    """The two formats side by side: F1 and CPU time of the same pages."""
+    print(
+        f"\nformats on {corpus}: text vs markdown (syntax stripped); target: within 0.003 F1, time <= +20 %"
+    )
+    print(
+        f"{'':8} {'F1 text':>8} {'F1 md':>8} {'delta':>7} {'p50 text':>9} {'p50 md':>8} "
+        f"{'CPU s text':>10} {'CPU s md':>9} {'time':>7}"
+    )
+    for text, markdown in zip(text_runs, markdown_runs, strict=True):
+        f1_text = SCORERS[corpus](pages, text.texts)[0]
+        f1_md = SCORERS[corpus](pages, markdown.texts)[0]
+        total_text, total_md = sum(text.seconds), sum(markdown.seconds)
+        print(
+            f"{text.name.removeprefix('ours '):8} {f1_text:8.3f} {f1_md:8.3f} {f1_md - f1_text:+7.3f} "
+            f"{percentile([s * 1000 for s in text.seconds], 50):9.1f} "
+            f"{percentile([s * 1000 for s in markdown.seconds], 50):8.1f} {total_text:10.2f} {total_md:9.2f} "
+            f"{(total_md / total_text - 1) * 100 if total_text else 0.0:+6.1f}%"
+        )
 
 
 def report_groups(title: str, corpus: str, groups: dict[str, list[Page]], runs: list[Run]) -> None:
@@ -342,8 +390,10 @@ async def main() -> None:
             continue
         ran = True
         runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
+        markdown_runs = [await run_ours(pages, "main", "markdown"), await run_ours(pages, "full", "markdown")]
         runs += [run_competitor(pages, name, fn) for name, fn in others.items()]
         report(corpus, pages, runs)
+        report_formats(corpus, pages, runs[:2], markdown_runs)
         if args.halves:
             halves: dict[str, list[Page]] = defaultdict(list)
             for page in pages:

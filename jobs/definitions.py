@@ -142,9 +142,10 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
             "offset=next_offset: reading a page you already fetched costs no fetch. To search a "
             "fetched document, pass find (a phrase; case and spacing ignored) and read the matches' "
             "offsets and snippets. A PDF is read too: its pages' text in order with a blank line "
-            "between pages, content_type 'application/pdf', pages and pages_read counts, and "
-            "page_offsets (where each page starts, to jump to a page), extract ignored. Each report "
-            f"may fetch at most {settings.fetch_budget} pages."
+            "between pages (in Markdown, a line '<!-- page N -->' before each page), content_type "
+            "'application/pdf', pages and pages_read counts, and page_offsets (where each page "
+            "starts, to jump to a page), extract ignored. The result's format says which format the "
+            f"text is in. Each report may fetch at most {settings.fetch_budget} pages."
         ),
         "input_schema": {
             "type": "object",
@@ -159,6 +160,16 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
                     "enum": list(EXTRACT_MODES),
                     "default": "main",
                     "description": "'main' for the main content, 'full' for all readable text.",
+                },
+                "format": {
+                    "type": "string",
+                    "enum": ["markdown", "text"],
+                    "default": "markdown",
+                    "description": (
+                        "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
+                        "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
+                        "is plain text."
+                    ),
                 },
                 "offset": {
                     "type": "integer",

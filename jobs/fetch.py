@@ -26,7 +26,9 @@ from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
+from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.document import Document, build_document, cut_text, reads_in_child
+from jobs.reader.formats import FORMATS, MARKDOWN, TEXT, page_offsets, whole_text_paced
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
@@ -38,7 +40,7 @@ from worker.guardian.connector import guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
-from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL_LENGTH
+from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_PAGE_OFFSETS, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
@@ -54,8 +56,6 @@ from worker.state.results import About, FetchPage
 
 log = logging.getLogger("research.fetch")
 
-# The format every text is kept and returned in (the reader's plain text).
-TEXT = "text"
 
 # Waits inside the job (for another job's fetch, for a host) end this long before the job's own
 # deadline, so the job ends with their message rather than the envelope's.
@@ -69,6 +69,7 @@ class FetchRequest:
     url: str
     extract: str
     fresh: bool
+    format: str = MARKDOWN
     offset: int = 0
     max_chars: int = 40_000
     find: str | None = None  # the folded needle (pieces.needle_of), never a pattern
@@ -77,6 +78,12 @@ class FetchRequest:
     def continues(self) -> bool:
         """An offset past the start, or a find: a page this report fetched is read from what was kept."""
         return self.offset > 0 or self.find is not None
+
+    @property
+    def cache_mode(self) -> str:
+        """The page cache keeps one reduced page per extract mode and format (the plain text
+        under the mode's own name, as before there were formats)."""
+        return self.extract if self.format == TEXT else f"{self.extract}.{self.format}"
 
     @classmethod
     def parse(cls, args: Mapping[str, Any], *, max_chars_limit: int = 40_000) -> FetchRequest:
@@ -106,6 +113,7 @@ class FetchRequest:
             offset=_count(args.get("offset", 0), "offset", 0, MAX_DOCUMENT_CHARS),
             max_chars=_count(args.get("max_chars", max_chars_limit), "max_chars", 1, max_chars_limit),
             find=_needle(args.get("find")),
+            format=_format(args.get("format", MARKDOWN)),
         )
 
 
@@ -138,6 +146,12 @@ def _needle(value: object) -> str | None:
     return needle
 
 
+def _format(value: object) -> str:
+    if not isinstance(value, str) or value not in FORMATS:
+        raise InvalidRequest("format must be 'markdown' or 'text'")
+    return value
+
+
 @dataclass(frozen=True)
 class _Parts:
     """What the tool builds once per worker at start-up."""
@@ -156,7 +170,7 @@ class FetchPageTool:
     resolver, production uses the system's."""
 
     name = "fetch_page"
-    params = ("url", "extract", "fresh", "offset", "max_chars", "find")
+    params = ("url", "extract", "fresh", "format", "offset", "max_chars", "find")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
@@ -228,7 +242,7 @@ class FetchPageTool:
             refetched = False
             if request.continues:
                 kept = await parts.documents.lookup(job.report_id, request.extract, target.url)
-                if isinstance(kept, Kept) and TEXT in kept.layouts:
+                if isinstance(kept, Kept) and request.format in kept.layouts:
                     with contextlib.suppress(KeptGone):
                         return await self._continue(job, parts, request, kept)
                 # Fetched before but no longer kept: fetched again, charged again, and said so.
@@ -245,7 +259,12 @@ class FetchPageTool:
         if page.links:
             await menu.record(job.report_id, page.links, already_canonical=True)
         text = await answer(
-            source, TEXT, offset=request.offset, max_chars=request.max_chars, needle=request.find, grant=None
+            source,
+            request.format,
+            offset=request.offset,
+            max_chars=request.max_chars,
+            needle=request.find,
+            grant=None,
         )
         return with_text(page_fields(page, cached=cached), text, refetched=refetched)
 
@@ -262,11 +281,11 @@ class FetchPageTool:
         """A first fetch (from the network or the page cache), its document kept for this report."""
         until = job.deadline - DEADLINE_MARGIN_S
         in_hand: list[InHand] = []
-        read = functools.partial(self._fetch_and_read, job, target, request.extract, in_hand, until=until)
+        read = functools.partial(self._fetch_and_read, job, target, request, in_hand, until=until)
         for attempt in range(2):
             served = await parts.pages.serve(
                 target,
-                request.extract,
+                request.cache_mode,
                 fresh=request.fresh or fresh or attempt > 0,
                 until=until,
                 may_follow=hop_rule(job.runtime.menu, job.report_id, domains),
@@ -285,7 +304,11 @@ class FetchPageTool:
         # Still none (Redis refused to keep the document, and another job's flight served this
         # one): the page's own first piece is all there is; it says it was cut when it may be.
         cut = len(page.text) >= request.max_chars - MAX_SEAM_BACKOFF
-        return replace(page, truncated=page.truncated or cut), served.cached, InHand({TEXT: page.text}, {})
+        return (
+            replace(page, truncated=page.truncated or cut),
+            served.cached,
+            InHand({request.format: page.text}, {}),
+        )
 
     async def _continue(self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept) -> FetchPage:
         """Read on from what this report's first fetch kept: no connection, no fetch charged."""
@@ -295,7 +318,7 @@ class FetchPageTool:
 
         text = await answer(
             FromKept(parts.documents, kept),
-            TEXT,
+            request.format,
             offset=request.offset,
             max_chars=request.max_chars,
             needle=request.find,
@@ -307,7 +330,7 @@ class FetchPageTool:
         self,
         job: JobContext,
         target: Target,
-        extract: str,
+        request: FetchRequest,
         in_hand: list[InHand],
         may_follow: HopRule,
         until: float,
@@ -328,11 +351,12 @@ class FetchPageTool:
                 fetched.body,
                 fetched.content_type,
                 fetched.final.url,
-                extract=extract,
+                extract=request.extract,
                 max_chars=MAX_DOCUMENT_CHARS,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
                 until=until,
+                format=request.format,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -340,7 +364,7 @@ class FetchPageTool:
                 "dropped links the URL parser could not read",
                 extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
-        whole = InHand({TEXT: document.text}, {TEXT: document.page_offsets})
+        whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
         in_hand.append(whole)
         page = page_of(target, fetched, document, job.settings.fetch_max_chars)
         digest = await self._started().documents.keep(page, whole.texts, whole.offsets)
@@ -376,6 +400,25 @@ class FetchPageTool:
         if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
         return self._parts
+
+
+async def in_both_formats(document: Document, cpu_budget_s: float) -> InHand:
+    """The document's whole text in each format (what it was read in, and the other rendered from
+    the same reduction, paced), with each format's PDF page offsets: what is kept for its pieces."""
+    texts = {document.format: document.text}
+    budget = CpuBudget(cpu_budget_s)
+    for name in FORMATS:
+        if name not in texts:
+            texts[name] = cut_text(
+                await whole_text_paced(document.readable, name, budget), MAX_DOCUMENT_CHARS
+            )
+    offsets: dict[str, tuple[int, ...] | None] = {}
+    for name, text in texts.items():
+        found = page_offsets(document.readable, name)
+        offsets[name] = (
+            None if found is None else tuple(at for at in found[:MAX_PAGE_OFFSETS] if at <= len(text))
+        )
+    return InHand(texts, offsets)
 
 
 async def cache_redis(settings: Settings) -> Redis | None:

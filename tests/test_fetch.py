@@ -215,7 +215,7 @@ async def test_json_comes_back_exactly_as_served(
 
     async with serve({"/": api}, ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca), token, report) as h:
-            result = await h.fetch(server.url("/"))
+            result = await h.fetch(server.url("/"), format="text")
     assert result["ok"] is True
     assert result["text"] == body
     assert result["content_type"] == "application/json"

@@ -87,7 +87,8 @@ def counted(worker: ResearchWorker, series: str) -> float:
     return worker.runtime.metrics.registry.get_sample_value(series) or 0.0
 
 
-def entry_key(settings: Settings, url: str, extract: str = "main") -> str:
+def entry_key(settings: Settings, url: str, extract: str = "main.markdown") -> str:
+    """The entry of a fetch in the default format (markdown); the plain text's is under "main"."""
     canonical = canonical_url(url)
     assert canonical is not None
     return keys.page(settings.queue_name, extract, url_digest(canonical))

@@ -61,7 +61,7 @@ async def fetch_one(
 ) -> dict[str, Any]:
     async with serve({"/doc.pdf": pdf_handler(body, content_type)}, ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca), token, report) as h:
-            return await h.fetch(server.url("/doc.pdf"), extract="main")
+            return await h.fetch(server.url("/doc.pdf"), extract="main", format="text")
 
 
 def raw_response(body: bytes, head: str = "HTTP/1.1 200 OK") -> bytes:
@@ -86,13 +86,26 @@ async def test_a_declared_pdf_comes_back_as_a_page_with_its_pages_and_a_blank_li
     assert result["links"] == ["https://example.org/sources"]
 
 
+async def test_a_pdf_in_markdown_is_its_text_with_a_marker_line_before_each_page(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    async with serve({"/doc.pdf": pdf_handler(REPORT_PDF)}, ca.server_context()) as server:
+        async with fetching(fetch_settings(settings, ca), token, report) as h:
+            result = await h.fetch(server.url("/doc.pdf"))
+    assert result["format"] == "markdown"
+    assert result["text"] == (
+        "<!-- page 1 -->\n\nAnnual report 2024. Revenue grew 12 percent.\n\n"
+        "<!-- page 2 -->\n\nOutlook: steady. Sources at https://example.org/sources."
+    )
+
+
 @pytest.mark.parametrize("head", ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK\r\nContent-Type: unknown/unknown"])
 async def test_an_undeclared_body_that_starts_like_a_pdf_is_read_as_one(
     settings: Settings, ca: TestCA, token: str, report: str, head: str
 ) -> None:
     async with serve_raw(sends(raw_response(REPORT_PDF, head)), ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca), token, report) as h:
-            result = await h.fetch(server.url("/doc"))
+            result = await h.fetch(server.url("/doc"), format="text")
     assert result["ok"] is True, result
     assert result["content_type"] == "application/pdf"
     assert result["pages"] == 2
@@ -119,7 +132,7 @@ async def test_a_pdf_declared_larger_than_the_cap_is_refused_naming_its_size_and
     body = padded(REPORT_PDF, CAP + 1)
     async with serve({"/doc.pdf": pdf_handler(body)}, ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca, fetch_max_pdf_bytes=CAP), token, report) as h:
-            result = await h.fetch(server.url("/doc.pdf"))
+            result = await h.fetch(server.url("/doc.pdf"), format="text")
     assert result["error"]["kind"] == "unsupported_content_type"
     assert "60,000-byte cap" in result["error"]["message"]
     assert "60,001 bytes" in result["error"]["message"]
@@ -133,7 +146,7 @@ async def test_a_pdf_that_runs_past_the_cap_without_declaring_its_length_is_refu
     raw = f"{head}\r\nConnection: close\r\n\r\n".encode() + body  # no length: the body ends at close
     async with serve_raw(sends(raw), ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca, fetch_max_pdf_bytes=CAP), token, report) as h:
-            result = await h.fetch(server.url("/doc"))
+            result = await h.fetch(server.url("/doc"), format="text")
     assert result["error"]["kind"] == "unsupported_content_type"
     assert "60,000-byte cap" in result["error"]["message"]
 
@@ -144,7 +157,7 @@ async def test_a_pdf_of_exactly_the_cap_is_read(
     body = padded(REPORT_PDF, CAP)
     async with serve({"/doc.pdf": pdf_handler(body)}, ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca, fetch_max_pdf_bytes=CAP), token, report) as h:
-            result = await h.fetch(server.url("/doc.pdf"))
+            result = await h.fetch(server.url("/doc.pdf"), format="text")
     assert result["ok"] is True, result
     assert result["bytes_read"] == CAP
 
@@ -158,7 +171,7 @@ async def test_the_cap_counts_a_compressed_pdf_after_content_decoding(
     raw = raw_response(body, "HTTP/1.1 200 OK\r\nContent-Type: application/pdf\r\nContent-Encoding: gzip")
     async with serve_raw(sends(raw), ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca, fetch_max_pdf_bytes=CAP), token, report) as h:
-            result = await h.fetch(server.url("/doc"))
+            result = await h.fetch(server.url("/doc"), format="text")
     if read:
         assert result["ok"] is True, result
         assert (result["bytes_read"], result["pages"]) == (CAP, 2)
@@ -205,13 +218,13 @@ async def test_a_decompression_bomb_costs_its_fetch_a_memory_refusal_while_a_pag
     routes = {"/bomb.pdf": pdf_handler(bomb_pdf(inflated_mib=3000)), "/small": small_page}
     async with serve(routes, ca.server_context()) as server:
         async with fetching(fetch_settings(settings, ca), token, report) as h:
-            bomb = asyncio.create_task(h.fetch(server.url("/bomb.pdf")))
+            bomb = asyncio.create_task(h.fetch(server.url("/bomb.pdf"), format="text"))
             await asyncio.sleep(0.3)  # the bomb is being inflated in its child by now
             started = time.monotonic()
-            small = await h.fetch(server.url("/small"))
+            small = await h.fetch(server.url("/small"), format="text")
             beside = time.monotonic() - started
             exploded = await bomb
-            after = await h.fetch(server.url("/small"))
+            after = await h.fetch(server.url("/small"), format="text")
     assert small["ok"] is True and small["text"] == "Small page."
     assert beside < 1.0
     assert exploded["error"]["kind"] == "unsupported_content_type"
@@ -257,7 +270,7 @@ async def test_https_link_annotations_land_on_the_menu_and_http_and_javascript_l
         async with fetching(s, token, report, FakeResolver(SITE)) as h:
             url = server.url("/doc.pdf", name="site.test")
             await h.client.seed_urls(report, [url])
-            result = await h.fetch(url)
+            result = await h.fetch(url, format="text")
     assert result["ok"] is True, result
     assert result["links"] == ["https://site.test/filing", "https://site.test/written-out"]
     menu = {member.decode() for member in await redis.smembers(keys.menu(report))}

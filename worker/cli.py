@@ -204,6 +204,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
                 offset=args.offset,
                 max_chars=args.max_chars,
                 find=args.find,
+                format=args.format,
             ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
@@ -498,6 +499,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    fetch.add_argument(
+        "--format",
+        choices=("markdown", "text"),
+        default="markdown",
+        help="the text as Markdown (headings, lists, tables, links; the default) or as plain text",
+    )
     fetch.add_argument(
         "--offset",
         type=int,

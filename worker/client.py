@@ -209,13 +209,14 @@ class ResearchClient:
         offset: int | None = None,
         max_chars: int | None = None,
         find: str | None = None,
+        format: str | None = None,
     ) -> Result:
-        """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``;
-        arguments left out take the job's defaults."""
+        """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``,
+        in ``format`` ("markdown" or "text"); arguments left out take the job's defaults."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
-        optional = {"offset": offset, "max_chars": max_chars, "find": find}
+        optional = {"offset": offset, "max_chars": max_chars, "find": find, "format": format}
         kwargs.update({name: value for name, value in optional.items() if value is not None})
         return await self.run("fetch_page", kwargs)
 
@@ -453,10 +454,18 @@ class SyncResearchClient:
         offset: int | None = None,
         max_chars: int | None = None,
         find: str | None = None,
+        format: str | None = None,
     ) -> Result:
         return self._submit(
             self._client.fetch(
-                report_id, url, extract, fresh=fresh, offset=offset, max_chars=max_chars, find=find
+                report_id,
+                url,
+                extract,
+                fresh=fresh,
+                offset=offset,
+                max_chars=max_chars,
+                find=find,
+                format=format,
             )
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from jobs.reader.charset import Flavor, choose, decode_pieces
@@ -27,13 +27,13 @@ from jobs.reader.content_types import (
     sniff,
 )
 from jobs.reader.cpu_budget import SLICE_S, CpuBudget
+from jobs.reader.formats import TEXT, Readable, html_readable, whole_text, whole_text_paced
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
 from jobs.reader.links import LinkResolver, urls_in_text
-from jobs.reader.main_content import join_blocks, select_full, select_main
+from jobs.reader.main_content import select_full, select_main
 from jobs.reader.pdf.reader import read_pdf
 from worker.errors import UnsupportedContentType
-from worker.limits import MAX_PAGE_OFFSETS
 
 LINK_BATCH = 100
 # Characters of a text body stripped of invisible characters between two pauses: a few ms at most.
@@ -44,7 +44,7 @@ STRIP_PIECE = 4096
 class Document:
     content_type: str  # the MIME type, declared or (when undeclared) sniffed, without parameters
     title: str  # the HTML <title>, whitespace collapsed; "" when none and for other text types
-    text: str  # the whole readable text (HTML), or the body as served after decoding; at most max_chars
+    text: str  # the whole text in ``format`` (render_whole), cut at max_chars
     truncated: bool  # the body was cut, the text was cut, or the reduction stopped early
     links: list[str]  # canonical https URLs, distinct, in page order, at most 500
     hidden_removed: int  # characters of hidden text and invisible characters removed
@@ -52,11 +52,19 @@ class Document:
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
-    page_offsets: tuple[int, ...] | None = None  # PDFs: where each page read starts in ``text``
     # The reading stopped at its CPU budget (or the job's deadline, which shortens the budget):
     # another worker with time to spare would read more, so such a page is never shared. A cut at
     # the byte or character caps is the same for every worker, and may be.
     out_of_time: bool = False
+    format: str = TEXT  # "markdown" or "text" (formats.py)
+    # What the text is made from, so the whole of it can be rendered again, in either format.
+    readable: Readable = field(default=Readable(""), compare=False, repr=False)
+
+
+def render_whole(document: Document, fmt: str) -> str:
+    """The document's whole text, uncut, in ``fmt`` ("markdown" or "text"): ``text`` is its first
+    ``max_chars`` characters when ``fmt`` is the document's own format."""
+    return whole_text(document.readable, fmt)
 
 
 async def build_document(
@@ -69,6 +77,7 @@ async def build_document(
     cpu_budget_s: float,
     body_truncated: bool,
     until: float | None = None,
+    format: str = TEXT,
 ) -> Document:
     """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so.
 
@@ -79,55 +88,65 @@ async def build_document(
     if essence == PDF:
         site = urlsplit(url).hostname or ""
         pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=site, until=until)
-        cut = cut_text(pdf.text, max_chars)
+        readable = Readable(pdf.text, pages=pdf.page_texts)
+        whole = whole_text(readable, format)
+        cut = cut_text(whole, max_chars)
         return Document(
             content_type=PDF,
             title=pdf.title,
             text=cut,
-            truncated=pdf.stopped_early or len(cut) < len(pdf.text),
+            truncated=pdf.stopped_early or len(cut) < len(whole),
             links=await harvest_links(pdf.hrefs, None, url),
             hidden_removed=pdf.hidden_removed,
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
-            page_offsets=tuple(start for start in pdf.page_starts[:MAX_PAGE_OFFSETS] if start <= len(cut)),
             out_of_time=pdf.out_of_time,
+            format=format,
+            readable=readable,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
     decoded = await decode_paced(body, charset, flavor, budget)
     if flavor != "html":
         text, invisible, complete = await strip_paced(decoded, budget)
-        cut = cut_text(text, max_chars)
+        readable = Readable(text)
+        whole = whole_text(readable, format)
+        cut = cut_text(whole, max_chars)
         resolver = await _harvest(urls_in_text(text), None, url)
         return Document(
             content_type=essence,
             title="",
             text=cut,
-            truncated=body_truncated or not complete or len(cut) < len(text),
+            truncated=body_truncated or not complete or len(cut) < len(whole),
             links=resolver.links,
             hidden_removed=invisible,
             extraction="full",
             unresolved_links=resolver.unresolved,
             out_of_time=not complete,
+            format=format,
+            readable=readable,
         )
     reduction = await reduce_html(decoded, budget)
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
     await asyncio.sleep(0)
-    text = join_blocks(selection.blocks)
-    cut = cut_text(text, max_chars)
     resolver = await _harvest(reduction.hrefs, reduction.base_href, url)
+    readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical)
+    whole = await whole_text_paced(readable, format, budget)
+    cut = cut_text(whole, max_chars)
     return Document(
         content_type=essence,
         title=reduction.title,
         text=cut,
-        truncated=body_truncated or not reduction.complete or len(cut) < len(text),
+        truncated=body_truncated or not reduction.complete or len(cut) < len(whole),
         links=resolver.links,
         hidden_removed=reduction.hidden_removed,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
         # Not complete is the budget or the block cap; only the budget is a matter of time.
         out_of_time=not reduction.complete and budget.exhausted,
+        format=format,
+        readable=readable,
     )
 
 

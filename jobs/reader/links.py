@@ -59,6 +59,7 @@ class LinkResolver:
             else:
                 self._base = base
         self.links: list[str] = []
+        self.canonical: dict[str, str] = {}  # each href that became (or repeats) a link: its link
         self._seen: set[str] = set()
 
     @property
@@ -78,10 +79,14 @@ class LinkResolver:
                 self.unresolved += 1
                 continue
             canonical = canonical_url(str(joined))
-            if canonical is None or canonical in self._seen:
+            if canonical is None:
+                continue
+            if canonical in self._seen:
+                self.canonical[href] = canonical
                 continue
             self._seen.add(canonical)
             self.links.append(canonical)
+            self.canonical[href] = canonical
         return self.full
 
 

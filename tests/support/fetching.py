@@ -40,8 +40,10 @@ class FetchHarness:
     report: str
     resolver: AbstractResolver
 
-    async def fetch(self, url: str, extract: str = "full", report: str | None = None) -> dict[str, Any]:
-        return await self.client.fetch(report or self.report, url, extract=extract)
+    async def fetch(
+        self, url: str, extract: str = "full", report: str | None = None, format: str | None = None
+    ) -> dict[str, Any]:
+        return await self.client.fetch(report or self.report, url, extract=extract, format=format)
 
 
 @asynccontextmanager

@@ -70,9 +70,9 @@ class FetchPage(TypedDict):
     links: list[str]
     hidden_removed: int
     cached: bool
+    format: NotRequired[str]  # "markdown" or "text": the format of ``text``
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
-    format: NotRequired[str]  # the format of ``text``
     offset: NotRequired[int]  # where ``text`` starts in the whole document's text
     total_chars: NotRequired[int]  # the whole document's text, in this format
     next_offset: NotRequired[int | None]  # where the next piece starts; None at the end

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.reader.hidden import InvisibleStripper
-from jobs.reader.html.vocabulary import DROP, LINK, NOT_TEXT, PRE, TITLE
+from jobs.reader.hidden import InvisibleStripper, strip_invisible
+from jobs.reader.html.structure import Frame
+from jobs.reader.html.vocabulary import CODE, DROP, LINK, NOT_TEXT, PRE, TITLE
 
 # A page with more blocks than this stops there, truncated, which bounds the work after reduction
 # (selection, joining) as the CPU budget bounds the rest; a 2 MiB page of short paragraphs has about
@@ -23,6 +24,14 @@ MAX_BLOCK_CHARS = 65_536
 # a run of letters and zero-width joiners costs about a microsecond a pair to judge.
 STRIP_EVERY = 8_192
 MAX_TITLE = 1000
+MAX_ALT = 300  # characters of an image's alt text that Markdown shows
+# A chunk of a line's text that only Markdown shows (an image's alt text), never the plain text.
+EXTRA = -2
+
+# A run of a line's text in Markdown: its words (whitespace collapsed as in the plain text) and
+# the link they are the text of: twice the href's index in the reduction's hrefs, plus one for
+# every other <a> (so two links in a row to one href stay two), or -1 for none.
+Run = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -33,6 +42,11 @@ class Block:
     bits: int  # the context bits when its first text arrived
     link_chars: int  # characters of it inside <a>
     parent: int  # id of the innermost block-level element holding it (0: the document)
+    frame: Frame | None = None  # the innermost list, item, quote or table part around it
+    # Its lines as runs, when some of its text is a link's or an image's alt text (else None:
+    # the text is one plain run per line).
+    runs: tuple[tuple[Run, ...], ...] | None = None
+    code: bool = False  # all of its text was inside <code>: Markdown shows it as code
 
 
 @dataclass(slots=True)
@@ -57,6 +71,8 @@ class Context:
     bits: int = 0
     kind: str = "body"
     block_id: int = 0
+    frame: Frame | None = None
+    link: int = -1
 
 
 class BlockWriter:
@@ -81,6 +97,17 @@ class BlockWriter:
         self._pending = "\n"
         self._title: list[str] | None = None
         self._title_len = 0
+        # What Markdown needs beside the text: the link of each stripped chunk of the current
+        # line, the chunks of the block's lines that hold a link or an alt text, and whether any
+        # of the block's text was outside <code>.
+        self._link = -1  # the link of the text in _pieces
+        self._links: list[int] = []  # parallel to _line
+        self._marked_line = False
+        self._extra_line = False
+        self._marked: dict[int, tuple[list[str], list[int]]] = {}  # by index in _lines
+        self._block_frame: Frame | None = None
+        self._outside_code = False
+        self._pending_alt: tuple[int, str] | None = None
 
     def text(self, data: str) -> None:
         bits = self._at.bits
@@ -100,6 +127,11 @@ class BlockWriter:
             self._open_block(bits)
         if bits & LINK:
             self._link_chars += len(" ".join(data.split()))
+        if not bits & CODE:
+            self._outside_code = True
+        link = self._at.link
+        if link != self._link:
+            self._switch_link(link)
         self._add(data)
 
     def space(self, data: str) -> None:
@@ -123,8 +155,22 @@ class BlockWriter:
         elif self._lines:
             self._lines.append("")
 
+    def alt_text(self, alt: str) -> None:
+        """An image's alt text, which Markdown shows where the image stands (the plain text never
+        did, and does not)."""
+        if self._at.bits & NOT_TEXT:
+            return
+        text = " ".join(strip_invisible(alt[: 4 * MAX_ALT])[0].split())[:MAX_ALT]
+        if not text:
+            return
+        if self._open:
+            self._extra(text)
+        else:
+            self._pending_alt = (self._at.block_id, text)
+
     def boundary(self, sep: str) -> None:
         """A block-level element starts or ends here (``sep`` "\\n"), or a table cell ("\\t")."""
+        self._pending_alt = None
         if self._open:
             self.flush()
         if sep == "\n" or not self._pending:
@@ -168,12 +214,18 @@ class BlockWriter:
             self._end_line()
         lines = self._lines
         self._lines = []
+        marked = self._marked
+        runs = None
         if self._block_bits & PRE:
             text = "\n".join(lines)
             text = (text[1:] if text.startswith("\n") else text).rstrip()
         else:
             # Whitespace collapses within a line; a <br> is a line of its own.
             text = "\n".join(line for line in (" ".join(part.split()) for part in lines) if line)
+            if marked:
+                runs = _line_runs(lines, marked)
+        if marked:
+            self._marked = {}
         if not text:
             if not self._pending:
                 self._pending = self._block_sep
@@ -189,6 +241,9 @@ class BlockWriter:
                 self._block_bits,
                 self._link_chars,
                 self._block_parent,
+                self._block_frame,
+                runs,
+                bool(self._block_bits & CODE) and not self._outside_code,
             )
         )
 
@@ -201,6 +256,30 @@ class BlockWriter:
         self._block_sep = self._pending
         self._pending = ""
         self._link_chars = 0
+        self._block_frame = at.frame
+        self._outside_code = False
+        self._marked_line = self._link >= 0
+        pending = self._pending_alt
+        if pending is not None:
+            self._pending_alt = None
+            if pending[0] == at.block_id:
+                self._extra(pending[1])
+
+    def _switch_link(self, link: int) -> None:
+        # The text so far is stripped into a chunk of its own, so each chunk has one link.
+        if self._pieces:
+            self._strip()
+        self._link = link
+        if link >= 0:
+            self._marked_line = True
+
+    def _extra(self, text: str) -> None:
+        if self._pieces:
+            self._strip()
+        # Spaced, since the picture stood apart from the words around it.
+        self._line.append(f" {text} ")
+        self._links.append(EXTRA)
+        self._marked_line = self._extra_line = True
 
     def _add(self, data: str) -> None:
         self._pieces.append(data)
@@ -216,6 +295,7 @@ class BlockWriter:
         self._pieces = []
         self._raw = 0
         self._line.append(self._stripper.feed(raw))
+        self._links.append(self._link)
 
     def _end_line(self) -> None:
         if self._pieces:
@@ -223,5 +303,61 @@ class BlockWriter:
         self._stripper.finish()
         self.hidden += self._stripper.removed
         self._stripper = InvisibleStripper()
-        self._lines.append("".join(self._line))
+        line, links = self._line, self._links
+        if self._extra_line:
+            shown = (chunk for chunk, link in zip(line, links, strict=True) if link != EXTRA)
+            self._lines.append("".join(shown))
+        else:
+            self._lines.append("".join(line))
+        if self._marked_line:
+            self._marked[len(self._lines) - 1] = (line, links)
         self._line = []
+        self._links = []
+        self._marked_line = self._link >= 0
+        self._extra_line = False
+
+
+def _line_runs(
+    lines: list[str], marked: dict[int, tuple[list[str], list[int]]]
+) -> tuple[tuple[Run, ...], ...]:
+    """The block's lines as runs, each line collapsed exactly as the plain text collapses it."""
+    runs: list[tuple[Run, ...]] = []
+    for index, line in enumerate(lines):
+        chunks = marked.get(index)
+        if chunks is None:
+            text = " ".join(line.split())
+            if text:
+                runs.append(((text, -1),))
+            continue
+        collapsed = _collapsed(*chunks)
+        if collapsed:
+            runs.append(collapsed)
+    return tuple(runs)
+
+
+def _collapsed(chunks: list[str], links: list[int]) -> tuple[Run, ...]:
+    """``" ".join("".join(chunks).split())`` in runs of one link each; a space between two runs
+    belongs to neither link."""
+    texts: list[str] = []
+    owners: list[int] = []
+    spaced = False
+    for chunk, link in zip(chunks, links, strict=True):
+        words = chunk.split()
+        if not words:
+            spaced = spaced or bool(chunk)
+            continue
+        if texts and (spaced or chunk[0].isspace()):
+            if owners[-1] == -1:
+                texts[-1] += " "
+            else:
+                texts.append(" ")
+                owners.append(-1)
+        owner = -1 if link == EXTRA else link
+        text = " ".join(words)
+        if texts and owners[-1] == owner:
+            texts[-1] += text
+        else:
+            texts.append(text)
+            owners.append(owner)
+        spaced = chunk[-1].isspace()
+    return tuple(zip(texts, owners, strict=True))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from jobs.reader.html import elements as el
 from jobs.reader.html.blocks import BlockWriter, Container, Context
+from jobs.reader.html.structure import Frame
 from jobs.reader.html.vocabulary import HIDDEN
 
 LISTS = frozenset({"ol", "ul", "menu"})
@@ -42,6 +43,8 @@ class Open:
     parent_id: int
     ns: int = 0  # 0 for HTML, else SVG or MATH with the flags above
     children: int = 0  # elements opened directly inside it so far (counted for MathML layout)
+    frame: Frame | None = None  # the innermost list, quote or table part it is in (structure.py)
+    link: int = -1  # the link it is in: an index into the reduction's hrefs, or -1
 
 
 class OpenElements:
@@ -57,23 +60,51 @@ class OpenElements:
     def bits(self) -> int:
         return self.context.bits
 
-    def push(self, name: str, bits: int, kind: str, block_level: bool, ns: int = 0) -> None:
+    def push(
+        self,
+        name: str,
+        bits: int,
+        kind: str,
+        block_level: bool,
+        ns: int = 0,
+        frame: Frame | None = None,
+        link: int | None = None,
+    ) -> None:
+        """Open an element; ``frame`` and ``link`` are what it opens itself (None: it inherits)."""
         entries = self.entries
         if len(entries) >= MAX_DEPTH:
             self.pop_to(len(entries) - 1)
         at = self.context
+        if frame is None:
+            frame = at.frame
+        if link is None:
+            link = at.link
         parent_id = at.block_id
         block_id = parent_id
         if block_level:
             block_id = self._next_id
             self._next_id += 1
         entries.append(
-            Open(name, bits, kind, len(self._writer.blocks), len(entries), block_id, parent_id, ns)
+            Open(
+                name,
+                bits,
+                kind,
+                len(self._writer.blocks),
+                len(entries),
+                block_id,
+                parent_id,
+                ns,
+                0,
+                frame,
+                link,
+            )
         )
         self.counts[name] = self.counts.get(name, 0) + 1
         at.bits = bits
         at.kind = kind
         at.block_id = block_id
+        at.frame = frame
+        at.link = link
 
     def pop_to(self, index: int) -> None:
         """Close every element from the top of the stack down to ``entries[index]``, inclusive."""
@@ -108,10 +139,14 @@ class OpenElements:
             at.bits = top.bits
             at.kind = top.kind
             at.block_id = top.block_id
+            at.frame = top.frame
+            at.link = top.link
         else:
             at.bits = self.root_bits
             at.kind = "body"
             at.block_id = 0
+            at.frame = None
+            at.link = -1
 
     def hide_root(self) -> None:
         """``<body hidden>``: everything, open or to come, is hidden."""

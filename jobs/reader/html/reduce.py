@@ -22,6 +22,7 @@ from jobs.reader.html import elements as el
 from jobs.reader.html.blocks import Block, BlockWriter, Container, Context
 from jobs.reader.html.foreign import ForeignContent
 from jobs.reader.html.open_elements import MATH, SVG, OpenElements
+from jobs.reader.html.structure import STRUCTURAL, Frames
 from jobs.reader.html.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 from jobs.reader.html.visibility import SelectDisplay, hiding_bits
 from jobs.reader.html.vocabulary import (
@@ -73,7 +74,9 @@ class Reducer:
         self._selects = SelectDisplay(self._stack, self._writer)
         self._tokenizer.cdata_allowed = self._foreign.in_foreign_node
         self._hrefs: list[str] = []
-        self._href_seen: set[str] = set()
+        self._href_ids: dict[str, int] = {}  # each distinct href's index in _hrefs
+        self._frames = Frames()
+        self._anchors = 0  # <a> elements opened so far
         self._base_href: str | None = None
         self._hint_cache: dict[str, int] = {}
         self._finished = False
@@ -189,7 +192,16 @@ class Reducer:
         elif name in el.CELLS:
             self._writer.boundary("\t")
             kind = name
-        stack.push(name, own, kind, kind is name)
+        # What Markdown needs: the list, quote or table part it opens, and the link it is.
+        frame = self._frames.open(name, attrs, self._at.frame) if name in STRUCTURAL else None
+        link = None
+        if name == "a":
+            href = attrs.get("href")
+            number = -1 if href is None else self._href_ids.get(href, -1)
+            # Two links in a row to the same href are two links: their parity tells them apart.
+            link = -1 if number < 0 else 2 * number + (self._anchors & 1)
+            self._anchors += 1
+        stack.push(name, own, kind, kind is name, 0, frame, link)
         if name == "select":
             self._selects.opened(attrs)
 
@@ -224,6 +236,10 @@ class Reducer:
     def _void(self, name: str, attrs: dict[str, str]) -> None:
         if name == "br":
             self._writer.line_break()
+        elif name == "img" or name == "image":
+            alt = attrs.get("alt")
+            if alt and not self._stack.bits & (HIDDEN | DROP) and not hiding_bits(name, attrs):
+                self._writer.alt_text(alt)
         elif name == "hr":
             self._writer.boundary("\n")
         elif name == "area":
@@ -234,8 +250,8 @@ class Reducer:
             self._base_href = attrs["href"]
 
     def _add_href(self, href: str) -> None:
-        if href not in self._href_seen and len(self._hrefs) < MAX_HREFS:
-            self._href_seen.add(href)
+        if href not in self._href_ids and len(self._hrefs) < MAX_HREFS:
+            self._href_ids[href] = len(self._hrefs)
             self._hrefs.append(href)
 
     def _switch_tokenizer(self, name: str) -> None:

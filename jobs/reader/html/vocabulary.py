@@ -12,6 +12,7 @@ HIDDEN = 1 << 1  # text hidden from a reader: counted in hidden_removed, not kep
 TITLE = 1 << 2
 PRE = 1 << 3
 LINK = 1 << 4
+CODE = 1 << 5  # inside <code>: a block all of whose text is code reads as code in Markdown
 NOT_TEXT = DROP | HIDDEN | TITLE
 # Where a block sits: the page structure that main-content selection weighs.
 NAV = 1 << 8
@@ -72,6 +73,7 @@ NAME_BITS = {
     "xmp": PRE,
     "plaintext": PRE,
     "textarea": PRE,
+    "code": CODE,
 }
 
 # Class and id words that mark page furniture or the article, in the spirit of Readability's

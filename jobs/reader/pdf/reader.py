@@ -45,8 +45,8 @@ class PdfText:
     pages: int
     pages_read: int  # pages whose text was extracted
     stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
-    page_starts: tuple[int, ...] = ()  # where each page read starts in ``text``
     out_of_time: bool = False  # pages were left unread because the CPU budget ran out
+    page_texts: tuple[str, ...] = ()  # each page's text, in order, empty pages included
 
 
 async def read_pdf(
@@ -71,7 +71,7 @@ async def read_pdf(
             "the PDF has no text layer: its pages are images only (a scan without OCR), so there is "
             "no text to read"
         )
-    text, starts = join_pages(reply.texts)
+    text = "\n\n".join(page for page in reply.texts if page)
     return PdfText(
         title=reply.title or first_line(text),
         text=text,
@@ -80,25 +80,9 @@ async def read_pdf(
         pages=reply.pages,
         pages_read=reply.pages_read - reply.unreadable_pages,
         stopped_early=_stopped_early(reply),
-        page_starts=starts,
         out_of_time=not reply.complete,
+        page_texts=tuple(reply.texts),
     )
-
-
-def join_pages(texts: list[str]) -> tuple[str, tuple[int, ...]]:
-    """The pages' text with a blank line between pages, and where each page starts in it (an
-    empty page starts where the next page's text does)."""
-    parts: list[str] = []
-    starts: list[int] = []
-    position = 0
-    for page in texts:
-        separator = 2 if parts else 0
-        starts.append(position + separator)
-        if page:
-            parts.append(page)
-            position += separator + len(page)
-    total = position
-    return "\n\n".join(parts), tuple(min(start, total) for start in starts)
 
 
 def failure_message(failure: Failure, limits: Limits) -> str:
