@@ -93,11 +93,12 @@ async def fetches_charged(redis: aioredis.Redis, report: str) -> int:
     return int(await redis.hget(keys.budget(report), "fetch") or 0)
 
 
+@pytest.mark.parametrize("fmt", ["markdown", "text"])
 async def test_a_300_page_pdf_read_by_pieces_is_exactly_the_whole_for_one_request_and_one_fetch(
-    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis
+    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis, fmt: str
 ) -> None:
     async with long_documents(settings, ca, token, report) as s:
-        pieces, whole = await read_all(s.harness, s.pdf_url)
+        pieces, whole = await read_all(s.harness, s.pdf_url, format=fmt)
     first = pieces[0]
     assert len(pieces) > 1
     assert first["pages"] == first["pages_read"] == PAGES
@@ -109,7 +110,12 @@ async def test_a_300_page_pdf_read_by_pieces_is_exactly_the_whole_for_one_reques
     assert await fetches_charged(redis, report) == 1
     offsets = first["page_offsets"]
     assert len(offsets) == PAGES
-    assert all(whole[at:].startswith(f"Page {n} of the annual report.") for n, at in enumerate(offsets, 1))
+    # Each offset is the page's first line: its marker in Markdown, its first words in text.
+    marked = fmt == "markdown"
+    first_lines = [
+        f"<!-- page {n} -->" if marked else f"Page {n} of the annual report." for n in range(1, PAGES + 1)
+    ]
+    assert all(whole[at:].startswith(line) for line, at in zip(first_lines, offsets, strict=True))
 
 
 async def test_find_finds_a_phrase_on_page_250_with_its_offset_and_costs_no_fetch(
@@ -131,14 +137,15 @@ async def test_find_finds_a_phrase_on_page_250_with_its_offset_and_costs_no_fetc
     assert await fetches_charged(redis, report) == 1
 
 
+@pytest.mark.parametrize(("fmt", "start"), [("markdown", "## Section 1\n"), ("text", "Section 1\n")])
 async def test_a_long_html_page_read_by_small_pieces_joins_into_its_whole_text(
-    settings: Settings, ca: TestCA, token: str, report: str
+    settings: Settings, ca: TestCA, token: str, report: str, fmt: str, start: str
 ) -> None:
     async with long_documents(settings, ca, token, report) as s:
-        _, by_small = await read_all(s.harness, s.html_url, max_chars=7_777)
-        _, by_default = await read_all(s.harness, s.html_url)
+        _, by_small = await read_all(s.harness, s.html_url, max_chars=7_777, format=fmt)
+        _, by_default = await read_all(s.harness, s.html_url, format=fmt)
     assert by_small == by_default
-    assert "Paragraph 2999 says" in by_small and by_small.startswith("Section 1")
+    assert "Paragraph 2999 says" in by_small and by_small.startswith(start)
     assert s.requests == ["/long.html"]
 
 
