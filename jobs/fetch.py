@@ -181,6 +181,7 @@ class FetchPageTool:
                 max_chars=job.settings.fetch_max_chars,
                 cpu_budget_s=max(MIN_REDUCE_S, min(job.settings.reduce_cpu_budget_s, left)),
                 body_truncated=fetched.truncated,
+                content_language=fetched.content_language,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -236,6 +237,7 @@ def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
         hidden_removed=document.hidden_removed,
         pages=document.pages,
         pages_read=pages_read if document.pages is not None else None,
+        metadata=document.metadata,
     )
 
 
@@ -259,6 +261,8 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
     if page.pages is not None:
         result["pages"] = page.pages
         result["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
+    if page.metadata is not None:
+        result["metadata"] = page.metadata
     return result
 
 

@@ -18,6 +18,7 @@ from worker.errors import (
 )
 from worker.guardian.reasons import Reason
 from worker.page_entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
+from worker.page_metadata import parse as parse_metadata
 
 PAGE = Page(
     url="https://site.test/a",
@@ -137,6 +138,7 @@ SHAPES = {
     "pages": lambda v: v is None or _is_int(v),
     "pages_read": lambda v: v is None or _is_int(v),
     "hops": _is_hops,
+    "metadata": lambda v: v is None or parse_metadata(v) is not None,  # tests/test_metadata_cache.py
 }
 
 

@@ -21,6 +21,7 @@ from redis.exceptions import WatchError
 
 from worker import activity, keys
 from worker.errors import ErrorKind, ResearchError
+from worker.page_metadata import PageMetadata
 from worker.queue import blocking_peek
 from worker.serialization import dumps, loads
 
@@ -72,6 +73,7 @@ class FetchPage(TypedDict):
     cached: bool
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
+    metadata: NotRequired[PageMetadata]  # HTML and PDFs: declared by the page, so it may lie
 
 
 class ErrorDetail(TypedDict):

@@ -29,9 +29,12 @@ from jobs.reader.cpu_budget import SLICE_S, CpuBudget
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import join_blocks, select_full, select_main
+from jobs.reader.metadata.page import html_metadata
+from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.pdf import read_pdf
 from jobs.reader.reduce import Reducer, Reduction
 from worker.errors import UnsupportedContentType
+from worker.page_metadata import PageMetadata
 
 LINK_BATCH = 100
 # Characters of a text body stripped of invisible characters between two pauses: a few ms at most.
@@ -50,6 +53,7 @@ class Document:
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
+    metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
 
 
 async def build_document(
@@ -61,22 +65,25 @@ async def build_document(
     max_chars: int,
     cpu_budget_s: float,
     body_truncated: bool,
+    content_language: str | None = None,
 ) -> Document:
     """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so."""
     essence, charset = _text_type(body, content_type)
     if essence == PDF:
         pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s)
         cut = cut_text(pdf.text, max_chars)
+        metadata, invisible = pdf_metadata(pdf.declared)
         return Document(
             content_type=PDF,
             title=pdf.title,
             text=cut,
             truncated=pdf.stopped_early or len(cut) < len(pdf.text),
             links=await harvest_links(pdf.hrefs, None, url),
-            hidden_removed=pdf.hidden_removed,
+            hidden_removed=pdf.hidden_removed + invisible,
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
+            metadata=metadata,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
@@ -101,15 +108,17 @@ async def build_document(
     text = join_blocks(selection.blocks)
     cut = cut_text(text, max_chars)
     resolver = await _harvest(reduction.hrefs, reduction.base_href, url)
+    metadata, invisible = await html_metadata(reduction, url, content_language, budget)
     return Document(
         content_type=essence,
         title=reduction.title,
         text=cut,
         truncated=body_truncated or not reduction.complete or len(cut) < len(text),
         links=resolver.links,
-        hidden_removed=reduction.hidden_removed,
+        hidden_removed=reduction.hidden_removed + invisible,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
+        metadata=metadata,
     )
 
 

@@ -45,6 +45,7 @@ class PdfText:
     pages: int
     pages_read: int  # pages whose text was extracted
     stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
+    declared: dict[str, list[str]]  # the information dictionary's and XMP's values, raw
 
 
 async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfText:
@@ -71,6 +72,7 @@ async def read_pdf(body: bytes, *, max_chars: int, cpu_budget_s: float) -> PdfTe
         pages=reply.pages,
         pages_read=reply.pages_read - reply.unreadable_pages,
         stopped_early=_stopped_early(reply),
+        declared=reply.declared,
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from jobs.reader import elements as el
 from jobs.reader.blocks import Block, BlockWriter, Container, Context
 from jobs.reader.foreign import ForeignContent
+from jobs.reader.metadata.declarations import WATCHED, Declarations
 from jobs.reader.open_elements import MATH, SVG, OpenElements
 from jobs.reader.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 from jobs.reader.visibility import SelectDisplay, hiding_bits
@@ -58,6 +59,7 @@ class Reduction:
     base_href: str | None
     hidden_removed: int
     complete: bool  # False when stopped early: the CPU budget, or the block cap
+    declarations: Declarations  # what the page declares about itself, for its metadata
 
 
 class Reducer:
@@ -78,6 +80,7 @@ class Reducer:
         self._hint_cache: dict[str, int] = {}
         self._finished = False
         self._complete = False
+        self._declarations = Declarations()
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -133,10 +136,13 @@ class Reducer:
             base_href=self._base_href,
             hidden_removed=writer.hidden + invisible,
             complete=self._complete,
+            declarations=self._declarations,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
         stack = self._stack
+        if name in WATCHED:
+            self._declarations.start(name, attrs, stack.bits, self._tokenizer)
         entries = stack.entries
         foreign = self._foreign
         if (
