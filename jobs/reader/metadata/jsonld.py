@@ -120,7 +120,11 @@ def read(scripts: list[Any]) -> JsonLd:
     found = JsonLd()
     for value in scripts:
         nodes = _objects(value)
-        ids = {node["@id"]: node for node in nodes if isinstance(node.get("@id"), str)}
+        # A reference ({"@id": ...} alone) is not the object it names.
+        ids: dict[str, dict[str, Any]] = {}
+        for node in nodes:
+            if isinstance(node.get("@id"), str) and len(node) > 1:
+                ids.setdefault(node["@id"], node)
         article = next((node for node in nodes if _types(node) & ARTICLE_TYPES), None)
         page = next((node for node in nodes if _types(node) & PAGE_TYPES), None)
         site = next((node for node in nodes if _types(node) & SITE_TYPES), None)
