@@ -242,7 +242,10 @@ async def test_a_declared_date_wins_over_the_url_path() -> None:
 
 
 async def test_the_byline_under_the_headline_gives_author_and_date_when_nothing_declares_them() -> None:
-    body = "<article><h1>Rates rise</h1><p>By Jane Doe, March 1, 2025</p><p>The bank raised its rate today.</p></article>"
+    body = (
+        "<article><h1>Rates rise</h1><p>By Jane Doe, March 1, 2025</p>"
+        "<p>The bank raised its rate today.</p></article>"
+    )
     document = await read(page("<title>Rates rise</title>", body))
     found = document.metadata
     assert found is not None
