@@ -77,8 +77,10 @@ PAGE_TYPES = frozenset(
     }
 )
 SITE_TYPES = frozenset({"website"})
-_COMMENT_LINE = re.compile(r"^\s*//[^\n]*$", re.MULTILINE)
-_BLOCK_COMMENT = re.compile(r"^\s*/\*.*?\*/", re.MULTILINE | re.DOTALL)
+# Comments only where a line starts with one: "//" and "/*" inside a string ("https://...") stay.
+# Both are linear: no pattern here can rescan the text after a failed match.
+_COMMENT_LINE = re.compile(r"^[ \t]*//[^\n]*", re.MULTILINE)
+_BLOCK_START = re.compile(r"^[ \t]*/\*", re.MULTILINE)
 _WRAPPERS = ("<!--", "-->", "<![CDATA[", "]]>")
 
 
@@ -108,11 +110,24 @@ def parse(text: str) -> Any:
     for wrapper in _WRAPPERS:
         cleaned = cleaned.replace(wrapper, "")
     if "/" in cleaned:
-        cleaned = _BLOCK_COMMENT.sub("", _COMMENT_LINE.sub("", cleaned))
+        cleaned = _without_block_comments(_COMMENT_LINE.sub("", cleaned))
     try:
         return orjson.loads(cleaned)
     except orjson.JSONDecodeError:
         return None
+
+
+def _without_block_comments(text: str) -> str:
+    pieces: list[str] = []
+    position = 0
+    while (start := _BLOCK_START.search(text, position)) is not None:
+        end = text.find("*/", start.end())
+        if end == -1:
+            break  # unclosed: not JSON either way, and the rest need not be searched again
+        pieces.append(text[position : start.start()])
+        position = end + 2
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def read(scripts: list[Any]) -> JsonLd:
