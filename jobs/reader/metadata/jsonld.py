@@ -143,9 +143,9 @@ def read(scripts: list[Any]) -> JsonLd:
         article = next((node for node in nodes if _types(node) & ARTICLE_TYPES), None)
         page = next((node for node in nodes if _types(node) & PAGE_TYPES), None)
         site = next((node for node in nodes if _types(node) & SITE_TYPES), None)
-        for node in (article, page):
-            if node is not None:
-                _fill(found, node, ids)
+        for entity in (article, page):
+            if entity is not None:
+                _fill(found, entity, ids)
         if site is not None and found.site_name is None:
             found.site_name = _name(site, ids)
         if found.language is None and site is not None:
