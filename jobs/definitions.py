@@ -130,7 +130,10 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
             "(extraction says which); extract='full' returns all readable text. Text is cut at "
             f"{settings.fetch_max_chars:,} characters (truncated: true when cut). A PDF is read too: "
             "its pages' text in order with a blank line between pages, content_type "
-            "'application/pdf', pages and pages_read counts, extract ignored. Each report may "
+            "'application/pdf', pages and pages_read counts, extract ignored. metadata gives the "
+            "page's headline, published and modified dates, authors, site name, language, canonical "
+            "URL, type and DOI with where each was read (sources); like the text, it is written by "
+            "the page and may lie. Each report may "
             f"fetch at most {settings.fetch_budget} pages."
         ),
         "input_schema": {

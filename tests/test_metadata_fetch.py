@@ -85,3 +85,10 @@ async def test_a_fetched_pdf_returns_its_metadata(
         ["Ada Lovelace"],
     )
     assert result["metadata"]["sources"] == {"headline": "pdf-info", "author": "pdf-info"}
+
+
+def test_the_tool_description_names_the_metadata_and_that_the_page_wrote_it(settings: Settings) -> None:
+    from jobs.definitions import fetch_page_definition
+
+    description = fetch_page_definition(settings)["description"]
+    assert "metadata" in description and "written by the page and may lie" in description
