@@ -11,49 +11,16 @@ from hypothesis import strategies as st
 
 from jobs.reader.metadata import jsonld
 from jobs.reader.metadata.dates import iso_date
-from jobs.reader.metadata.declarations import MAX_JSONLD_CHARS, MAX_KEYS
+from jobs.reader.metadata.declarations import (
+    MAX_JSONLD_CHARS,
+    MAX_JSONLD_SCRIPT,
+    MAX_JSONLD_SCRIPTS,
+    MAX_KEYS,
+)
 from jobs.reader.reduce import reduce_all
+from tests.support.hostile_metadata import ARTICLE, HOSTILE_SCRIPTS, deep_list, ld
 from tests.support.metadata_pages import metadata_of, page
 from worker.page_metadata import parse
-
-ARTICLE = '{"@type": "Article", "headline": "Found", "author": {"name": "Jane Doe"}}'
-MIB = 1024 * 1024
-
-
-def ld(text: str) -> str:
-    return f'<script type="application/ld+json">{text}</script>'
-
-
-def deep_list(depth: int) -> str:
-    return "[" * depth + "]" * depth
-
-
-def deep_object(depth: int, inner: str = "1") -> str:
-    return '{"a":' * depth + inner + "}" * depth
-
-
-HOSTILE_SCRIPTS = {
-    "two MiB of JSON-LD": '{"@type": "Article", "headline": "Big", "description": "' + "x" * (2 * MIB) + '"}',
-    "an array nested 10,000 deep": deep_list(10_000),
-    "an object nested 10,000 deep": deep_object(10_000),
-    "an article under 1,000 levels of objects": deep_object(1_000, ARTICLE),
-    "10,000 graph entries before the article": orjson.dumps(
-        {"@graph": [{"@type": "Thing", "name": str(n)} for n in range(10_000)] + [orjson.loads(ARTICLE)]}
-    ).decode(),
-    "not JSON": "{headline: 'Found', <p>not json</p>",
-    "HTML inside": "<p>Found</p>",
-    "an unclosed string": '{"@type": "Article", "headline": "Found',
-    "half a million comment openers": "\n/*" * 170_000,
-    "half a million blank lines": "\n" * 500_000 + "{",
-    "a number": "12345",
-    "null": "null",
-    "an empty script": "",
-    "types that are not strings": '{"@type": [1, {"a": 2}, null], "headline": {"x": 1}, "author": 7}',
-    "dates that are not dates": '{"@type": "Article", "datePublished": "99999-01-01", '
-    '"dateModified": "0000-00-00"}',
-    "a self-reference": '{"@type": "Article", "@id": "#a", "author": {"@id": "#a"}, '
-    '"publisher": {"@id": "#a"}}',
-}
 
 
 @pytest.mark.parametrize("text", list(HOSTILE_SCRIPTS.values()), ids=list(HOSTILE_SCRIPTS))
@@ -63,18 +30,17 @@ async def test_hostile_json_ld_gives_well_formed_metadata_and_the_page_still_rea
     assert found["published"] is None and found["modified"] is None
 
 
-async def test_json_ld_past_the_bound_is_not_read_at_all() -> None:
-    big = '{"@type": "Article", "headline": "Too big", "x": "' + "y" * MAX_JSONLD_CHARS + '"}'
+async def test_a_json_ld_script_past_the_bound_is_not_read_at_all() -> None:
+    big = '{"@type": "Article", "headline": "Too big", "x": "' + "y" * MAX_JSONLD_SCRIPT + '"}'
     found = await metadata_of(page(ld(big) + "<title>Small</title>"))
     assert found["headline"] == "Small"
 
 
-async def test_a_script_after_the_bound_is_not_read_but_one_before_it_is() -> None:
-    filler = ld('{"x": "' + "z" * (MAX_JSONLD_CHARS - 100) + '"}')
-    found = await metadata_of(
-        page(ld(ARTICLE) + filler + ld('{"@type": "Article", "datePublished": "2020-01-01"}'))
-    )
-    assert found["headline"] == "Found"
+def test_json_ld_is_kept_up_to_its_total_bound_and_script_count() -> None:
+    filler = ld('{"x": "' + "z" * 100_000 + '"}')
+    kept = reduce_all(page(filler * 10)).declarations
+    assert len(kept.jsonld) == MAX_JSONLD_CHARS // 100_010 and kept.jsonld_chars <= MAX_JSONLD_CHARS
+    assert len(reduce_all(page(ld("{}") * 100)).declarations.jsonld) == MAX_JSONLD_SCRIPTS
 
 
 @pytest.mark.parametrize(

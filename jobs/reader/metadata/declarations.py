@@ -7,7 +7,7 @@ page of a million meta tags costs a set lookup per tag past the caps and no memo
   values of each key in page order;
 - ``<link rel=canonical href>`` (the first), ``<html lang>``;
 - the text of ``<script type="application/ld+json">``, read straight from the page up to its end
-  tag (the reducer skips every script unread), at most MAX_JSONLD_CHARS each and in all;
+  tag (the reducer skips every script unread), at most MAX_JSONLD_SCRIPT each and MAX_JSONLD_CHARS in all;
 - ``<time datetime>`` with the context it sat in (article, main, or page furniture).
 """
 
@@ -23,7 +23,10 @@ MAX_KEYS = 200
 MAX_VALUES_PER_KEY = 20
 MAX_VALUE_CHARS = 4000
 MAX_JSONLD_SCRIPTS = 32
-MAX_JSONLD_CHARS = 512 * 1024  # one script, and all of them together
+# One orjson call cannot be paused: a script is read only when it parses in about a millisecond
+# (128 KiB of dense JSON-LD), and all of them together are bounded too.
+MAX_JSONLD_SCRIPT = 128 * 1024
+MAX_JSONLD_CHARS = 512 * 1024
 MAX_TIMES = 50
 FURNITURE = NAV | ASIDE | FOOTER | COMMENTS | HIDDEN | DROP
 JSONLD_TYPES = frozenset({"application/ld+json", "application/json+ld"})
@@ -104,7 +107,7 @@ class Declarations:
             or len(self.jsonld) >= MAX_JSONLD_SCRIPTS
         ):
             return
-        room = MAX_JSONLD_CHARS - self.jsonld_chars
+        room = min(MAX_JSONLD_SCRIPT, MAX_JSONLD_CHARS - self.jsonld_chars)
         if room <= 0:
             return
         text = source.raw_text_ahead("script", room)

@@ -24,6 +24,7 @@ MAX_NODES = 2000
 MAX_LIST = 200
 MAX_DEPTH = 16
 MAX_AUTHOR_VALUES = 40
+MAX_UNWRAP = 64 * 1024
 
 ARTICLE_TYPES = frozenset(
     {
@@ -40,8 +41,8 @@ ARTICLE_TYPES = frozenset(
         "reviewnewsarticle",
         "backgroundnewsarticle",
         "askpublicnewsarticle",
-        "livebloposting",
         "liveblogposting",
+        "claimreview",
         "socialmediaposting",
         "discussionforumposting",
         "posting",
@@ -52,7 +53,6 @@ ARTICLE_TYPES = frozenset(
         "book",
         "creativework",
         "legislation",
-        "govermentpermit",
         "pressrelease",
         "dataset",
         "videoobject",
@@ -93,7 +93,8 @@ class JsonLd:
     published: str | None = None
     modified: str | None = None
     authors: list[str] = field(default_factory=list)
-    site_name: str | None = None
+    site_name: str | None = None  # a WebSite's name
+    publisher: str | None = None  # the main entity's publisher's name
     description: str | None = None
     language: str | None = None
     url: str | None = None
@@ -101,11 +102,13 @@ class JsonLd:
 
 
 def parse(text: str) -> Any:
-    """The script's JSON, or None when it is not JSON even without its wrappers."""
+    """The script's JSON, or None when it is not JSON even without its wrappers (tried only on
+    a script of at most MAX_UNWRAP characters: real wrapped JSON-LD is small)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        pass
+        if len(text) > MAX_UNWRAP:
+            return None
     cleaned = text.lstrip("\ufeff \t\r\n")
     for wrapper in _WRAPPERS:
         cleaned = cleaned.replace(wrapper, "")
@@ -131,26 +134,34 @@ def _without_block_comments(text: str) -> str:
 
 
 def read(scripts: list[Any]) -> JsonLd:
-    """What the parsed scripts declare: the first script with a main entity decides."""
+    """What the parsed scripts declare: for each field, the first script that declares it."""
     found = JsonLd()
     for value in scripts:
-        nodes = _objects(value)
-        # A reference ({"@id": ...} alone) is not the object it names.
-        ids: dict[str, dict[str, Any]] = {}
-        for node in nodes:
-            if isinstance(node.get("@id"), str) and len(node) > 1:
-                ids.setdefault(node["@id"], node)
-        article = next((node for node in nodes if _types(node) & ARTICLE_TYPES), None)
-        page = next((node for node in nodes if _types(node) & PAGE_TYPES), None)
-        site = next((node for node in nodes if _types(node) & SITE_TYPES), None)
-        for entity in (article, page):
-            if entity is not None:
-                _fill(found, entity, ids)
-        if site is not None and found.site_name is None:
-            found.site_name = _name(site, ids)
-        if found.language is None and site is not None:
-            found.language = _language(site.get("inLanguage"), ids)
+        read_into(found, value)
     return found
+
+
+def read_into(found: JsonLd, value: Any) -> None:
+    """Fill what ``found`` still lacks from one parsed script."""
+    nodes = _objects(value)
+    # A reference ({"@id": ...} alone) is not the object it names.
+    ids: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        if isinstance(node.get("@id"), str) and len(node) > 1:
+            ids.setdefault(node["@id"], node)
+    article = next((node for node in nodes if _types(node) & ARTICLE_TYPES), None)
+    page = next((node for node in nodes if _types(node) & PAGE_TYPES), None)
+    if article is None and page is None:
+        # An object of a kind not listed that still says when it was published or its headline.
+        article = next((node for node in nodes if "datePublished" in node or "headline" in node), None)
+    site = next((node for node in nodes if _types(node) & SITE_TYPES), None)
+    for entity in (article, page):
+        if entity is not None:
+            _fill(found, entity, ids)
+    if site is not None and found.site_name is None:
+        found.site_name = _name(site, ids)
+    if found.language is None and site is not None:
+        found.language = _language(site.get("inLanguage"), ids)
 
 
 def _objects(value: Any) -> list[dict[str, Any]]:
@@ -203,12 +214,13 @@ def _fill(found: JsonLd, node: dict[str, Any], ids: dict[str, dict[str, Any]]) -
         found.modified = _string(node.get("dateModified"))
     if not found.authors:
         found.authors = _names(node.get("author"), ids) or _names(node.get("creator"), ids)
-    if found.site_name is None:
+    if found.publisher is None:
         publisher = _resolve(_first(node.get("publisher")), ids)
         if isinstance(publisher, dict):
-            found.site_name = _name(publisher, ids)
+            found.publisher = _name(publisher, ids)
+    if found.site_name is None:
         part_of = _resolve(_first(node.get("isPartOf")), ids)
-        if found.site_name is None and isinstance(part_of, dict) and _types(part_of) & SITE_TYPES:
+        if isinstance(part_of, dict) and _types(part_of) & SITE_TYPES:
             found.site_name = _name(part_of, ids)
     if found.description is None:
         found.description = _string(node.get("description"))

@@ -153,17 +153,16 @@ async def html_metadata(
 
 
 async def _jsonld(declared: Declarations, budget: CpuBudget) -> jsonld.JsonLd:
-    """The scripts parsed one at a time, pausing between them; none once the budget is spent."""
-    parsed: list[Any] = []
+    """The scripts parsed and read one at a time, pausing after each; none once the budget is spent."""
+    found = jsonld.JsonLd()
     for text in declared.jsonld:
         if budget.exhausted:
             break
         value = jsonld.parse(text)
         await budget.pause()
         if value is not None:
-            parsed.append(value)
-    found = jsonld.read(parsed)
-    await budget.pause()
+            jsonld.read_into(found, value)
+            await budget.pause()
     return found
 
 
@@ -174,7 +173,11 @@ def _each(offer: Any, name: str, declared: Declarations, table: dict[str, tuple[
 
 
 def _site_names(built: Builder, declared: Declarations, found: jsonld.JsonLd) -> None:
+    # A WebSite's name and og:site_name name the site; a publisher is the organisation behind it
+    # ("The Real Deal" publishes the site "The Real Deal New York"), so it comes after them.
     built.text("site_name", found.site_name, "json-ld")
+    built.text("site_name", declared.first("og:site_name"), "opengraph")
+    built.text("site_name", found.publisher, "json-ld")
     _each(built.text, "site_name", declared, SITE_NAMES)
 
 
