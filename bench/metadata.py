@@ -83,6 +83,7 @@ AUTHOR_KEYS = frozenset(
 SITE_KEYS = frozenset({"og:site_name", "application-name"})
 _ISO_DAY = re.compile(r"((?:19|20)\d{2})[-/]?(0[1-9]|1[0-2])[-/]?(0[1-9]|[12]\d|3[01])")
 _URL_DAY = re.compile(r"/((?:19|20)\d{2})/(0?[1-9]|1[0-2])/(0?[1-9]|[12]\d|3[01])(?:/|$)")
+_NOT_A_NAME = re.compile(r"^(?:https?://|www\.|\S+\.[a-z]{2,}$)", re.IGNORECASE)
 _SPLIT = re.compile(r"\s*(?:;|,|\band\b)\s*")
 
 
@@ -110,11 +111,16 @@ class Tally:
 
 
 def norm(text: str) -> str:
-    return " ".join(re.sub(r"^by\s+", "", text.strip(), flags=re.IGNORECASE).casefold().split())
+    """Case, spacing, a leading "by"/"von" and end punctuation aside."""
+    bare = re.sub(r"^(?:by|von)\s+", "", text.strip(), flags=re.IGNORECASE)
+    return " ".join(bare.casefold().split()).strip(".,;:")
 
 
 def names_in(text: str) -> set[str]:
-    """A declared author string as the names in it: whole, and split at ";", "," and "and"."""
+    """A declared author string as the names in it: whole, and split at ";", "," and "and"; a URL
+    or a domain ("www.example.com") is no name."""
+    if _NOT_A_NAME.match(text.strip()):
+        return set()
     return {norm(text)} | {norm(part) for part in _SPLIT.split(text) if part.strip()}
 
 
@@ -125,20 +131,30 @@ def day(value: str | None) -> str | None:
     return f"{match.group(1)}-{match.group(2)}-{match.group(3)}" if match else None
 
 
+def plausible(value: str | None) -> str | None:
+    """A declared day from 1990 to tomorrow: a page "declaring" 1970-01-01 declares nothing."""
+    found = day(value)
+    if found is None:
+        return None
+    try:
+        moment = dt.date.fromisoformat(found)
+    except ValueError:
+        return None
+    return found if dt.date(1990, 1, 1) <= moment <= dt.date.today() + dt.timedelta(days=1) else None
+
+
 # The reference reader ---------------------------------------------------------------------------
 
 
 def declared(body: bytes, url: str) -> Declared:
-    import lxml.html
 
     found = Declared()
     url_match = _URL_DAY.search(url)
     if url_match:
         year, month, dd = url_match.groups()
         found.url_day = f"{year}-{int(month):02d}-{int(dd):02d}"
-    try:
-        tree = lxml.html.fromstring(body)
-    except (ValueError, lxml.etree.ParserError):
+    tree = _tree(body)
+    if tree is None:
         return found
     for meta in tree.iter("meta"):
         key = (meta.get("property") or meta.get("name") or meta.get("itemprop") or "").strip().lower()
@@ -146,15 +162,15 @@ def declared(body: bytes, url: str) -> Declared:
         if not key or not content:
             continue
         key = key.replace("dc:", "dc.").replace("dcterms:", "dcterms.")
-        if key in DATE_KEYS and (d := day(content)):
+        if key in DATE_KEYS and (d := plausible(content)):
             found.dates.add(d)
-        elif key in AUTHOR_KEYS and not content.startswith(("http://", "https://")):
+        elif key in AUTHOR_KEYS:
             found.authors.update(names_in(content))
         elif key in SITE_KEYS:
             found.sites.add(norm(content))
     for time_tag in tree.iter("time"):
         marked = time_tag.get("pubdate") is not None or (time_tag.get("itemprop") or "") == "datePublished"
-        if marked and (d := day(time_tag.get("datetime"))):
+        if marked and (d := plausible(time_tag.get("datetime"))):
             found.dates.add(d)
     for script in tree.iter("script"):
         if (script.get("type") or "").strip().lower() != "application/ld+json":
@@ -164,7 +180,7 @@ def declared(body: bytes, url: str) -> Declared:
         except (ValueError, RecursionError):
             continue
         for node in _nodes(value, 0):
-            if isinstance(node.get("datePublished"), str) and (d := day(node["datePublished"])):
+            if isinstance(node.get("datePublished"), str) and (d := plausible(node["datePublished"])):
                 found.dates.add(d)
             found.authors.update(part for name in _names(node.get("author")) for part in names_in(name))
             publisher = node.get("publisher")
@@ -174,6 +190,30 @@ def declared(body: bytes, url: str) -> Declared:
     found.authors.discard("")
     found.sites.discard("")
     return found
+
+
+def _tree(body: bytes) -> Any:
+    """Undeclared UTF-8 is the common case lxml would read as Latin-1; other bytes (and a page
+    whose XML declaration lxml refuses in a string) are left to lxml's reading of the page."""
+    import lxml.etree
+    import lxml.html
+
+    for source in (body.decode("utf-8", "strict") if _utf8(body) else None, body):
+        if source is None:
+            continue
+        try:
+            return lxml.html.fromstring(source)
+        except (ValueError, lxml.etree.ParserError):
+            continue
+    return None
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _nodes(value: Any, depth: int) -> Iterator[dict[str, Any]]:

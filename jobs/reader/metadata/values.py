@@ -26,7 +26,10 @@ _DOI = re.compile(r"(10\.\d{4,9}/\S+)")
 _DOI_PREFIX = re.compile(r"^(?:doi:\s*|https?://(?:dx\.)?doi\.org/)", re.IGNORECASE)
 _URLISH = re.compile(r"^(?:https?:|www\.|//)|@[\w.-]+\.\w+$|^@", re.IGNORECASE)
 _BY = re.compile(r"^(?:by|von|par|por|door|di)\s+", re.IGNORECASE)
-_AND = re.compile(r"\s*[;|&]\s*|\s+(?:and|und)\s+", re.IGNORECASE)
+_SEMICOLON = re.compile(r"\s*[;|]\s*")
+_AND = re.compile(r"\s*&\s*|\s+(?:and|und|y|et)\s+", re.IGNORECASE)
+_PARTICLES = frozenset({"de", "da", "di", "van", "von", "der", "den", "la", "le", "du", "del", "bin", "al"})
+_NOT_A_NAME = re.compile(r"^(?:\u00a9|\(c\)|copyright\b)", re.IGNORECASE)
 
 
 class Cleaner:
@@ -53,7 +56,12 @@ class Cleaner:
                 continue
             for part in split_names(text) if split else [text]:
                 name = _BY.sub("", part).strip(" ,.-")[:MAX_AUTHOR].strip()
-                if not name or _URLISH.search(name) or not any(c.isalpha() for c in name):
+                if (
+                    not name
+                    or _URLISH.search(name)
+                    or _NOT_A_NAME.match(name)
+                    or not any(c.isalpha() for c in name)
+                ):
                     continue
                 if name.casefold() not in seen:
                     seen.add(name.casefold())
@@ -64,17 +72,24 @@ class Cleaner:
 
 
 def split_names(text: str) -> list[str]:
-    """ "Jane Doe and John Roe", "Jane Doe; John Roe", "Jane Doe, John Roe" are two names; "Doe,
-    Jane" is one (a comma splits only between parts of two words or more)."""
-    parts = [part for part in _AND.split(text) if part.strip()]
+    """ "Jane Doe; John Roe", "Jane Doe, John Roe" and "Jane Doe and John Roe" are two names; "Doe,
+    Jane" is one, and so are "Jobs & Hire" and "Ministry of Trade and Industry": a comma splits
+    only between parts of two words or more, an "and" only between parts that read as people's
+    names (two to four capitalised words)."""
     names: list[str] = []
-    for part in parts:
+    for part in (part.strip() for part in _SEMICOLON.split(text) if part.strip()):
         pieces = [piece.strip() for piece in part.split(",") if piece.strip()]
-        if len(pieces) > 1 and all(len(piece.split()) >= 2 for piece in pieces):
-            names.extend(pieces)
-        else:
-            names.append(part.strip())
+        if not (len(pieces) > 1 and all(len(piece.split()) >= 2 for piece in pieces)):
+            pieces = [part]
+        for piece in pieces:
+            people = [name.strip() for name in _AND.split(piece) if name.strip()]
+            names.extend(people if len(people) > 1 and all(map(_a_persons_name, people)) else [piece])
     return names
+
+
+def _a_persons_name(text: str) -> bool:
+    words = text.split()
+    return 2 <= len(words) <= 4 and all(word[0].isupper() or word.lower() in _PARTICLES for word in words)
 
 
 def last_first(name: str) -> str:
