@@ -247,8 +247,10 @@ def ours(body: bytes, url: str) -> Found:
             body, "text/html", url, extract="main", max_chars=40_000, cpu_budget_s=3.0, body_truncated=False
         )
     )
-    metadata = document.metadata or {}
-    return Found(metadata.get("published"), list(metadata.get("author") or []), metadata.get("site_name"))
+    metadata = document.metadata
+    if metadata is None:
+        return Found()
+    return Found(metadata["published"], list(metadata["author"]), metadata["site_name"])
 
 
 def ours_metadata_step(body: bytes, url: str) -> float:
@@ -376,7 +378,7 @@ async def hostile(runs: int) -> None:
         measured = [await stall_while_reading(body, "text/html", 3.0) for _ in range(runs)]
         stall = min(stall for stall, _, _ in measured)
         elapsed = min(elapsed for _, elapsed, _ in measured)
-        print(f"  {name:<45} stall {stall * 1000:6.2f} ms   read in {elapsed * 1000:7.1f} ms")
+        print(f"  {name:<48} stall {stall * 1000:6.2f} ms   read in {elapsed * 1000:7.1f} ms")
 
 
 def main() -> None:

@@ -80,7 +80,7 @@ async def test_the_information_dictionary_comes_first_and_xmp_fills_the_gaps() -
     sources = found["sources"]
     assert (found["headline"], found["author"]) == ("Annual Report 2024", ["Grace Hopper", "Alan Turing"])
     assert (found["language"], found["doi"]) == ("en-GB", "10.5555/findings.2023")
-    assert sources == {  # type: ignore[comparison-overlap]
+    assert sources == {
         "headline": "pdf-info",
         "author": "pdf-info",
         "published": "pdf-info",

@@ -29,6 +29,10 @@ HOSTILE_SCRIPTS = {
     "10,000 graph entries before the article": orjson.dumps(
         {"@graph": [{"@type": "Thing", "name": str(n)} for n in range(10_000)] + [orjson.loads(ARTICLE)]}
     ).decode(),
+    # Just under the 128 KiB a script may have: the largest single orjson call a page can cause.
+    "a graph of 3,500 small objects, under the bound": orjson.dumps(
+        {"@graph": [{"@type": "Thing", "name": str(n)} for n in range(3_500)] + [orjson.loads(ARTICLE)]}
+    ).decode(),
     "not JSON": "{headline: 'Found', <p>not json</p>",
     "HTML inside": "<p>Found</p>",
     "an unclosed string": '{"@type": "Article", "headline": "Found',
