@@ -198,14 +198,7 @@ def _short(kind: str) -> str:
 
 def _fill(found: JsonLd, node: dict[str, Any], ids: dict[str, dict[str, Any]]) -> None:
     if found.type is None:
-        kind = node.get("@type")
-        found.type = (
-            kind
-            if isinstance(kind, str)
-            else next((item for item in kind if isinstance(item, str)), None)
-            if isinstance(kind, list)
-            else None
-        )
+        found.type = _string(node.get("@type"))  # of ["Article", "BlogPosting"], the first
     if found.headline is None:
         found.headline = _string(node.get("headline")) or _string(node.get("name"))
     if found.published is None:

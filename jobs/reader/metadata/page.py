@@ -10,7 +10,7 @@ publication date or author does the URL's path or the byline under the headline 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
 
 from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.links import LinkResolver
@@ -166,7 +166,12 @@ async def _jsonld(declared: Declarations, budget: CpuBudget) -> jsonld.JsonLd:
     return found
 
 
-def _each(offer: Any, name: str, declared: Declarations, table: dict[str, tuple[str, ...]]) -> None:
+def _each(
+    offer: Callable[[str, str | None, str], None],
+    name: str,
+    declared: Declarations,
+    table: dict[str, tuple[str, ...]],
+) -> None:
     for source in ORDER:
         for key in table.get(source, ()):
             offer(name, declared.first(key), source)
