@@ -333,3 +333,31 @@ async def test_text_bodies_carry_no_metadata() -> None:
         body_truncated=False,
     )
     assert document.metadata is None
+
+
+@pytest.mark.parametrize(
+    ("declared", "names"),
+    [
+        ("Jane Doe", ["Jane Doe"]),
+        ("By Jane Doe", ["Jane Doe"]),
+        ("Doe, Jane", ["Doe, Jane"]),
+        ("Jane Doe; John Roe", ["Jane Doe", "John Roe"]),
+        ("Jane Doe, John Roe", ["Jane Doe", "John Roe"]),
+        ("Jane Doe and John Roe", ["Jane Doe", "John Roe"]),
+        (
+            "Meg Kinnard and Errin Haines, Associated Press",
+            ["Meg Kinnard", "Errin Haines", "Associated Press"],
+        ),
+        ("Tom Krisher, AP Auto Writer", ["Tom Krisher"]),
+        ("Jobs & Hire", ["Jobs & Hire"]),
+        (
+            "Bundesministerium für Wirtschaft und Klimaschutz",
+            ["Bundesministerium für Wirtschaft und Klimaschutz"],
+        ),
+        ("Jane Doe; jane doe", ["Jane Doe"]),
+        ("\u00a9 2024 Example Media", []),
+        ("Copyright Example GmbH", []),
+    ],
+)
+async def test_a_meta_author_is_split_into_the_names_it_holds(declared: str, names: list[str]) -> None:
+    assert (await metadata_of(page(meta("author", declared))))["author"] == names

@@ -29,6 +29,11 @@ _BY = re.compile(r"^(?:by|von|par|por|door|di)\s+", re.IGNORECASE)
 _SEMICOLON = re.compile(r"\s*[;|]\s*")
 _AND = re.compile(r"\s*&\s*|\s+(?:and|und|y|et)\s+", re.IGNORECASE)
 _PARTICLES = frozenset({"de", "da", "di", "van", "von", "der", "den", "la", "le", "du", "del", "bin", "al"})
+# "Tom Krisher, AP Auto Writer": the part after the comma is the writer's job, not a second writer.
+_ROLE = re.compile(
+    r"\b(?:writer|correspondent|editor|reporter|columnist|contributor|journalist|staff|producer)s?\b",
+    re.IGNORECASE,
+)
 _NOT_A_NAME = re.compile(r"^(?:\u00a9|\(c\)|copyright\b)", re.IGNORECASE)
 
 
@@ -79,7 +84,9 @@ def split_names(text: str) -> list[str]:
     names: list[str] = []
     for part in (part.strip() for part in _SEMICOLON.split(text) if part.strip()):
         pieces = [piece.strip() for piece in part.split(",") if piece.strip()]
-        if not (len(pieces) > 1 and all(len(piece.split()) >= 2 for piece in pieces)):
+        if len(pieces) > 1 and all(len(piece.split()) >= 2 for piece in pieces):
+            pieces = [pieces[0], *(piece for piece in pieces[1:] if not _ROLE.search(piece))]
+        else:
             pieces = [part]
         for piece in pieces:
             people = [name.strip() for name in _AND.split(piece) if name.strip()]
