@@ -27,6 +27,7 @@ bench:
 	$(PY) bench/hostile_load.py
 	$(PY) bench/cache.py
 	$(PY) bench/extraction.py
+	$(PY) bench/metadata.py
 	$(PY) bench/pdf.py
 	$(PY) bench/scale.py
 	$(PY) bench/cli_fail_fast.py

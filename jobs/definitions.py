@@ -145,7 +145,10 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
             "between pages (in Markdown, a line '<!-- page N -->' before each page), content_type "
             "'application/pdf', pages and pages_read counts, and page_offsets (where each page "
             "starts, to jump to a page), extract ignored. The result's format says which format the "
-            f"text is in. Each report may fetch at most {settings.fetch_budget} pages."
+            "text is in. metadata gives the page's headline, published and modified dates, authors, "
+            "site name, language, canonical URL, type and DOI with where each was read (sources); "
+            "like the text, it is written by the page and may lie. Each report may fetch at most "
+            f"{settings.fetch_budget} pages."
         ),
         "input_schema": {
             "type": "object",

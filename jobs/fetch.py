@@ -357,6 +357,7 @@ class FetchPageTool:
                 body_truncated=fetched.truncated,
                 until=until,
                 format=request.format,
+                content_language=fetched.content_language,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -448,6 +449,7 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         hidden_removed=document.hidden_removed,
         pages=document.pages,
         pages_read=pages_read if document.pages is not None else None,
+        metadata=document.metadata,
     )
 
 
@@ -471,6 +473,8 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
     if page.pages is not None:
         result["pages"] = page.pages
         result["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
+    if page.metadata is not None:
+        result["metadata"] = page.metadata
     return result
 
 

@@ -57,6 +57,7 @@ class Fetched:
     # Every Cache-Control header of the final response, joined as one value (None: there was none),
     # for the shared page cache, which must not keep no-store or private pages.
     cache_control: str | None = None
+    content_language: str | None = None  # the final response's Content-Language, for the metadata
 
 
 class Fetcher:
@@ -120,7 +121,10 @@ class Fetcher:
             self._refuse_declared_oversize(response)
         body, truncated = await self._read_body(final, response, kind)
         cache_control = ", ".join(response.headers.getall("Cache-Control", [])) or None
-        return Fetched(final, response.status, content_type, body, truncated, redirects, cache_control)
+        language = response.headers.get("Content-Language")
+        return Fetched(
+            final, response.status, content_type, body, truncated, redirects, cache_control, language
+        )
 
     def _refuse_declared_oversize(self, response: aiohttp.ClientResponse) -> None:
         declared = response.content_length

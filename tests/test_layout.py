@@ -23,7 +23,7 @@ COMPOSITION_ROOTS = frozenset({"worker.settings"})
 TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions")
 # Each row may import itself and the rows above it. A name stands for the module or the package.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("worker", "worker.limits", "worker.serialization"),
+    ("worker", "worker.limits", "worker.serialization", "worker.page_metadata"),
     # The foundation every part stands on: settings, errors, logs, metrics and the guard.
     ("worker.config", "worker.errors", "worker.logs", "worker.metrics", "worker.guardian"),
     ("worker.net",),

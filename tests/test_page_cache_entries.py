@@ -17,6 +17,7 @@ from worker.errors import (
     UrlNotInMenu,
 )
 from worker.guardian.reasons import Reason
+from worker.page_metadata import parse as parse_metadata
 from worker.state.page_entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
 
 PAGE = Page(
@@ -138,6 +139,7 @@ SHAPES = {
     "pages_read": lambda v: v is None or _is_int(v),
     "hops": _is_hops,
     "document": lambda v: v is None or isinstance(v, str),
+    "metadata": lambda v: v is None or parse_metadata(v) is not None,  # tests/test_metadata_cache.py
 }
 
 

@@ -32,8 +32,11 @@ from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import select_full, select_main
+from jobs.reader.metadata.page import html_metadata
+from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.pdf.reader import read_pdf
 from worker.errors import UnsupportedContentType
+from worker.page_metadata import PageMetadata
 
 LINK_BATCH = 100
 # Characters of a text body stripped of invisible characters between two pauses: a few ms at most.
@@ -60,6 +63,8 @@ class Document:
     # What the text is made from, so the whole of it can be rendered again, in either format.
     readable: Readable = field(default=Readable(""), compare=False, repr=False)
 
+    metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
+
 
 def render_whole(document: Document, fmt: str) -> str:
     """The document's whole text, uncut, in ``fmt`` ("markdown" or "text"): ``text`` is its first
@@ -78,6 +83,7 @@ async def build_document(
     body_truncated: bool,
     until: float | None = None,
     format: str = TEXT,
+    content_language: str | None = None,
 ) -> Document:
     """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so.
 
@@ -91,19 +97,21 @@ async def build_document(
         readable = Readable(pdf.text, pages=pdf.page_texts)
         whole = whole_text(readable, format)
         cut = cut_text(whole, max_chars)
+        metadata, invisible = pdf_metadata(pdf.declared)
         return Document(
             content_type=PDF,
             title=pdf.title,
             text=cut,
             truncated=pdf.stopped_early or len(cut) < len(whole),
             links=await harvest_links(pdf.hrefs, None, url),
-            hidden_removed=pdf.hidden_removed,
+            hidden_removed=pdf.hidden_removed + invisible,
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
             out_of_time=pdf.out_of_time,
             format=format,
             readable=readable,
+            metadata=metadata,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
@@ -134,19 +142,21 @@ async def build_document(
     readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical)
     whole = await whole_text_paced(readable, format, budget)
     cut = cut_text(whole, max_chars)
+    metadata, invisible = await html_metadata(reduction, url, content_language, budget)
     return Document(
         content_type=essence,
         title=reduction.title,
         text=cut,
         truncated=body_truncated or not reduction.complete or len(cut) < len(whole),
         links=resolver.links,
-        hidden_removed=reduction.hidden_removed,
+        hidden_removed=reduction.hidden_removed + invisible,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
         # Not complete is the budget or the block cap; only the budget is a matter of time.
         out_of_time=not reduction.complete and budget.exhausted,
         format=format,
         readable=readable,
+        metadata=metadata,
     )
 
 

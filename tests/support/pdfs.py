@@ -235,6 +235,8 @@ def build_pdf(
     *,
     title: str | None = None,
     compress: bool = False,
+    info: dict[str, str] | None = None,
+    xmp: bytes | None = None,
 ) -> bytes:
     """A complete PDF of ``pages``, each with its own content stream (deflated with ``compress``)."""
     writer = _Writer()
@@ -283,11 +285,13 @@ def build_pdf(
     )
     refs = b" ".join(b"%d 0 R" % kid for kid in kids)
     writer.put(tree, b"<< /Type /Pages /Kids [" + refs + b"] /Count %d >>" % len(kids))
-    writer.put(catalog, b"<< /Type /Catalog /Pages %d 0 R >>" % tree)
-    info = (
-        writer.add(b"<< /Title %s /Producer (tests) >>" % text_string(title)) if title is not None else None
-    )
-    return writer.finish(catalog, info)
+    # An XMP packet is a plain stream named by the catalog, left uncompressed as the standard asks.
+    metadata = b" /Metadata %d 0 R" % writer.stream(xmp, b" /Type /Metadata /Subtype /XML") if xmp else b""
+    writer.put(catalog, b"<< /Type /Catalog /Pages %d 0 R%s >>" % (tree, metadata))
+    entries = {**({"Title": title} if title is not None else {}), **(info or {})}
+    declared = b"".join(b" /%s %s" % (key.encode(), text_string(value)) for key, value in entries.items())
+    number = writer.add(b"<<%s /Producer (tests) >>" % declared) if entries else None
+    return writer.finish(catalog, number)
 
 
 def text_pdf(*paragraphs: str, title: str | None = None) -> bytes:

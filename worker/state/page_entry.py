@@ -33,6 +33,8 @@ from worker.errors import (
     UnsupportedContentType,
 )
 from worker.guardian.reasons import Reason
+from worker.page_metadata import PageMetadata
+from worker.page_metadata import parse as parse_metadata
 
 VERSION = 1
 
@@ -61,6 +63,7 @@ class Page:
     pages_read: int | None = None  # PDFs only
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
     document: str | None = None  # the kept document with the whole text (worker.state.documents)
+    metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,13 @@ def _page(d: Mapping[str, Any]) -> Page | None:
     numbers = ("status", "redirects", "bytes_read", "hidden_removed")
     links = d.get("links")
     hops = _hops(d.get("hops"))
+    # An entry written before pages carried metadata has no "metadata" key: a miss, so that a hit
+    # on an HTML page or a PDF always returns it.
+    metadata = parse_metadata(d.get("metadata")) if d.get("metadata") is not None else None
     if (
-        not all(isinstance(d.get(name), str) for name in texts)
+        "metadata" not in d
+        or (d.get("metadata") is not None and metadata is None)
+        or not all(isinstance(d.get(name), str) for name in texts)
         or not all(_is_int(d.get(name)) for name in numbers)
         or not isinstance(d.get("truncated"), bool)
         or not isinstance(links, list)
@@ -170,6 +178,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         pages_read=d.get("pages_read"),
         hops=hops,
         document=d.get("document"),
+        metadata=metadata,
     )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from redis.exceptions import WatchError
 
 from worker.errors import ErrorKind, ResearchError
+from worker.page_metadata import PageMetadata
 from worker.serialization import dumps, loads
 from worker.state import activity, keys
 from worker.state.queue import blocking_peek
@@ -79,6 +80,7 @@ class FetchPage(TypedDict):
     page_offsets: NotRequired[list[int]]  # PDFs only: where each page starts in the whole text
     matches: NotRequired[list[Match]]  # with ``find`` only; ``text`` is then ""
     refetched: NotRequired[bool]  # a continuation whose kept document was gone, fetched again
+    metadata: NotRequired[PageMetadata]  # HTML and PDFs: declared by the page, so it may lie
 
 
 class Match(TypedDict):

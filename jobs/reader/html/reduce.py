@@ -38,6 +38,7 @@ from jobs.reader.html.vocabulary import (
     TITLE,
     hint_bits,
 )
+from jobs.reader.metadata.declarations import WATCHED, Declarations
 
 CLOSERS = (
     el.CLOSES_P
@@ -59,6 +60,7 @@ class Reduction:
     base_href: str | None
     hidden_removed: int
     complete: bool  # False when stopped early: the CPU budget, or the block cap
+    declarations: Declarations  # what the page declares about itself, for its metadata
 
 
 class Reducer:
@@ -81,6 +83,7 @@ class Reducer:
         self._hint_cache: dict[str, int] = {}
         self._finished = False
         self._complete = False
+        self._declarations = Declarations()
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -136,10 +139,13 @@ class Reducer:
             base_href=self._base_href,
             hidden_removed=writer.hidden + invisible,
             complete=self._complete,
+            declarations=self._declarations,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
         stack = self._stack
+        if name in WATCHED:
+            self._declarations.start(name, attrs, stack.bits, self._tokenizer)
         entries = stack.entries
         foreign = self._foreign
         if (

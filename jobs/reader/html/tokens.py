@@ -221,6 +221,18 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         self._skip_then = then
         self.state = self._skipRawTextState
 
+    def raw_text_ahead(self, name: str, limit: int) -> str | None:
+        """The raw text from here to the end tag of ``name`` (a JSON-LD script's), unread by the
+        state machine; None when it is longer than ``limit``, which bounds the search too."""
+        pattern = _RAW_TEXT_END.get(name)
+        if pattern is None:
+            pattern = _RAW_TEXT_END[name] = re.compile(f"</{re.escape(name)}[{_WS}/>]", re.IGNORECASE)
+        position = self._position()
+        found = pattern.search(self._text, position, position + limit + len(name) + 3)
+        if found is None:
+            return None if position + limit < len(self._text) else self._text[position:]
+        return self._text[position : found.start()]
+
     def _skipRawTextState(self) -> bool:
         assert self._skip_end is not None
         position = self._position()

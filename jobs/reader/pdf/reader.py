@@ -14,7 +14,7 @@ and the https URLs written in its text, page by page (document.py keeps the http
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobs.reader.links import urls_in_text
 from jobs.reader.pdf.pool import ChildFailed, Failure, Limits, default_pool
@@ -47,6 +47,9 @@ class PdfText:
     stopped_early: bool  # pages were left unread (cap, CPU budget) or could not be loaded
     out_of_time: bool = False  # pages were left unread because the CPU budget ran out
     page_texts: tuple[str, ...] = ()  # each page's text, in order, empty pages included
+    declared: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # the information dictionary's and XMP's values, raw
 
 
 async def read_pdf(
@@ -82,6 +85,7 @@ async def read_pdf(
         stopped_early=_stopped_early(reply),
         out_of_time=not reply.complete,
         page_texts=tuple(reply.texts),
+        declared=reply.declared,
     )
 
 

@@ -23,6 +23,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
 from jobs.reader.hidden import strip_invisible
+from jobs.reader.metadata.xmp import declared
 from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
     BARE_PAGE,
@@ -65,7 +66,9 @@ def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
     document = _open(body)
     try:
         count = len(document)
-        reading = Reading(pages=count, pages_read=0, title=_title(document))
+        reading = Reading(
+            pages=count, pages_read=0, title=_title(document), declared=declared(document, body)
+        )
         length = uri_count = 0
         for index in range(count):
             if time.process_time() - started > cpu_budget_s:

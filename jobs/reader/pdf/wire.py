@@ -21,6 +21,9 @@ REPLY_HEAD = struct.Struct(">I")
 # Text is cut near the character cap and URIs are capped in the child, so a true reply is far
 # smaller; a longer one is refused unread.
 MAX_REPLY_BYTES = 64 * 1024 * 1024
+MAX_DECLARED_KEYS = 32
+MAX_DECLARED_VALUES = 20
+MAX_DECLARED_CHARS = 4000
 
 
 class Refusal(StrEnum):
@@ -51,6 +54,7 @@ class Reading:
     images: int = 0  # image objects seen on the pages read
     complete: bool = True  # False when the CPU budget stopped the reading early
     unreadable_pages: int = 0  # pages PDFium could not load
+    declared: dict[str, list[str]] = field(default_factory=dict)  # metadata.xmp's raw declarations
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,9 @@ def _reading(fields: dict[str, Any]) -> Reading:
         isinstance(page, list) and all(isinstance(uri, str) for uri in page) for page in uris
     ):
         raise WireError("the reply's uris are malformed")
+    declared = fields.get("declared", {})
+    if not _declarations(declared):
+        raise WireError("the reply's declared metadata is malformed")
     return Reading(
         pages=fields["pages"],
         pages_read=fields["pages_read"],
@@ -162,4 +169,21 @@ def _reading(fields: dict[str, Any]) -> Reading:
         images=fields["images"],
         complete=fields["complete"],
         unreadable_pages=fields["unreadable_pages"],
+        declared=declared,
+    )
+
+
+def _declarations(value: object) -> bool:
+    """The shape metadata.xmp writes, within its bounds (with room: the child cuts, this checks)."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= MAX_DECLARED_KEYS
+        and all(
+            isinstance(key, str)
+            and len(key) <= 64
+            and isinstance(values, list)
+            and len(values) <= MAX_DECLARED_VALUES
+            and all(isinstance(item, str) and len(item) <= MAX_DECLARED_CHARS for item in values)
+            for key, values in value.items()
+        )
     )
