@@ -16,21 +16,24 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
+from worker.archive import DROPPED, Archive, SharedArchive
+from worker.archive.capture import Capture
 from worker.budget import Tool
 from worker.cache_control import may_store
 from worker.config import Settings
 from worker.context import JobContext, Runtime
 from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
-from worker.guardian.connector import guarded_session
+from worker.guardian.connector import CONNECTED, guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
@@ -87,6 +90,7 @@ class _Parts:
     fetcher: Fetcher  # the guarded session
     pages: PageCache
     hosts: Politeness
+    archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
 
 
 class FetchPageTool:
@@ -96,8 +100,11 @@ class FetchPageTool:
     name = "fetch_page"
     params = ("url", "extract", "fresh")
 
-    def __init__(self, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self, resolver: AbstractResolver | None = None, archive: SharedArchive | None = None
+    ) -> None:
         self._resolver = resolver
+        self._archive = archive if archive is not None else SharedArchive()
         self._parts: _Parts | None = None
 
     def deadline_s(self, settings: Settings) -> float:
@@ -129,6 +136,7 @@ class FetchPageTool:
             fetcher=Fetcher(guarded_session(settings, policy, self._resolver), policy, limits),
             pages=PageCache(runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
+            archive=self._archive.open(settings, runtime.redis, runtime.metrics),
         )
         self._parts.hosts.start()
 
@@ -136,6 +144,7 @@ class FetchPageTool:
         if self._parts is not None:
             await self._parts.hosts.stop()
             await self._parts.fetcher.close()
+            await self._archive.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments)
@@ -158,6 +167,8 @@ class FetchPageTool:
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
+        if served.cached and served.page.archive_record is not None:
+            parts.archive.cite(job.report_id, served.page.archive_record)  # the original fetch's record
         if served.page.links:
             await menu.record(job.report_id, served.page.links, already_canonical=True)
         return page_fields(served.page, cached=served.cached)
@@ -165,8 +176,15 @@ class FetchPageTool:
     async def _fetch_and_read(
         self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
     ) -> Fresh:
-        """What a cache miss does: fetch through the guardian with a turn at the host, then reduce."""
-        fetched = await self._fetch(job, self._started(), target, may_follow, until)
+        """What a cache miss does: fetch through the guardian with a turn at the host, then reduce.
+
+        The exchange goes to the archive's writer before the reduction and is asked about after
+        it, so storing the record overlaps the reading of the page."""
+        parts = self._started()
+        capture = Capture() if parts.archive.enabled else None
+        fetched = await self._fetch(job, parts, target, may_follow, until, capture)
+        receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
+        sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
@@ -188,10 +206,19 @@ class FetchPageTool:
                 "dropped links the URL parser could not read",
                 extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
-        return Fresh(page_of(target, fetched, document), storable=may_store(fetched.cache_control))
+        page = replace(
+            page_of(target, fetched, document), sha256=sha256, archive_record=await receipt.stored()
+        )
+        return Fresh(page, storable=may_store(fetched.cache_control))
 
     async def _fetch(
-        self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float
+        self,
+        job: JobContext,
+        parts: _Parts,
+        target: Target,
+        may_follow: HopRule,
+        until: float,
+        capture: Capture | None = None,
     ) -> Fetched:
         """The network part, under one time bound: the wait for a turn at the host, then the GET."""
         loop = asyncio.get_running_loop()
@@ -206,7 +233,13 @@ class FetchPageTool:
 
         async with time_bound(seconds, target), parts.hosts.turn(target, loop.time() + seconds):
             try:
-                return await parts.fetcher.get(target, noting)
+                if capture is None:
+                    return await parts.fetcher.get(target, noting)
+                hearing = CONNECTED.set(capture.peers)
+                try:
+                    return await parts.fetcher.get(target, noting, capture)
+                finally:
+                    CONNECTED.reset(hearing)
             except HttpStatus as answer:
                 await parts.hosts.hold_if_asked(answering[-1], answer.status or 0, answer.retry_after_s)
                 raise
@@ -255,6 +288,9 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
         "links": list(page.links),
         "hidden_removed": page.hidden_removed,
         "cached": cached,
+        "sha256": page.sha256,
+        "archived": page.archive_record is not None,
+        "archive_record": page.archive_record,
     }
     if page.pages is not None:
         result["pages"] = page.pages

@@ -23,8 +23,10 @@ from typing import Any
 
 from jobs.providers.base import Deadline, Found, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
+from jobs.providers.upstream import HEARD, Heard
+from worker.archive import DROPPED, Archive, Receipt, SharedArchive
 from worker.budget import Tool
-from worker.config import Settings
+from worker.config import Settings, redact_url
 from worker.context import JobContext, Runtime
 from worker.errors import InvalidRequest, ResearchError
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
@@ -84,8 +86,10 @@ class WebSearchTool:
     name = "web_search"
     params = ("query", "max_results", "org_id")
 
-    def __init__(self) -> None:
+    def __init__(self, archive: SharedArchive | None = None) -> None:
         self._providers: Providers | None = None
+        self._shared = archive if archive is not None else SharedArchive()
+        self._archive: Archive | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.search_deadline_s
@@ -96,10 +100,14 @@ class WebSearchTool:
 
     async def start(self, runtime: Runtime) -> None:
         self._providers = open_providers(runtime.settings)
+        self._archive = self._shared.open(runtime.settings, runtime.redis, runtime.metrics)
 
     async def stop(self) -> None:
         if self._providers is not None:
             await self._providers.close()
+        if self._archive is not None:
+            self._archive = None
+            await self._shared.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> WebSearch:
         request = SearchRequest.parse(arguments)
@@ -112,13 +120,48 @@ class WebSearchTool:
         primary.check_ready(request.org_id)
         # Charged before the call: a call that fails may still have been billed.
         await job.charge(Tool.SEARCH)
-        answered, found = await ask(primary, ready_fallback(providers, request), request, job)
+        heard: list[Heard] = []
+        token = HEARD.set(heard)
+        try:
+            answered, found = await ask(primary, ready_fallback(providers, request), request, job)
+        finally:
+            HEARD.reset(token)
+        receipt = self._keep(job.report_id, heard, request, answered.name.value, found)
         if found.spend is not None:
             await record_search(
                 job.runtime, job.report_id, request.org_id, found.spend, provider=answered.name.value
             )
         await job.runtime.menu.record(job.report_id, [result["url"] for result in found.results])
-        return {"query": request.query, "results": found.results, "provider": answered.name.value}
+        record = await receipt.stored()
+        return {
+            "query": request.query,
+            "results": found.results,
+            "provider": answered.name.value,
+            "archived": record is not None,
+            "archive_record": record,
+        }
+
+    def _keep(
+        self, report_id: str, heard: list[Heard], request: SearchRequest, provider: str, found: Found
+    ) -> Receipt:
+        """The answer the results came from (the last one heard), as received, to the archive."""
+        if self._archive is None or not self._archive.enabled or not heard:
+            return DROPPED
+        last = heard[-1]
+        summary = {
+            "query": request.query,
+            "max_results": request.max_results,
+            "provider": provider,
+            "status": last.answer.status,
+            "results": found.results,
+        }
+        return self._archive.searched(
+            report_id,
+            endpoint=redact_url(last.url),
+            content_type=last.answer.content_type,
+            answer=last.answer.body,
+            summary=summary,
+        )
 
 
 def ready_fallback(providers: Providers, request: SearchRequest) -> Provider | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from worker.archive.ids import parse_record_id
 from worker.errors import (
     ConnectionFailed,
     DestinationBlocked,
@@ -60,6 +61,11 @@ class Page:
     pages: int | None = None  # PDFs only
     pages_read: int | None = None  # PDFs only
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
+    # The evidence of the original fetch, which a cache hit (and a continuation of the kept
+    # document) names as its own: the hex SHA-256 of the body read, and the archive's record id
+    # of that fetch (None: it is not in the archive). See worker.archive.
+    sha256: str = ""
+    archive_record: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not all(isinstance(link, str) for link in links)
         or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
         or hops is None
+        or not _is_sha256(d.get("sha256"))
     ):
         return None
     return Page(
@@ -167,6 +174,8 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         pages=d.get("pages"),
         pages_read=d.get("pages_read"),
         hops=hops,
+        sha256=d["sha256"],
+        archive_record=parse_record_id(d.get("archive_record")),
     )
 
 
@@ -197,6 +206,14 @@ def _hops(value: object) -> tuple[Hop, ...] | None:
             return None
         hops.append((hop[0], hop[1]))
     return tuple(hops)
+
+
+def _is_sha256(value: object) -> bool:
+    # An entry from a worker before the archive has none: a miss, fetched again with its hash.
+    return isinstance(value, str) and (value == "" or (len(value) == 64 and all(c in _HEX for c in value)))
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def _is_int(value: object) -> bool:

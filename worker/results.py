@@ -51,6 +51,8 @@ class WebSearch(TypedDict):
     query: str
     results: list[Citation]
     provider: str
+    archived: NotRequired[bool]  # the provider's answer is in the evidence archive
+    archive_record: NotRequired[str | None]
 
 
 class FetchPage(TypedDict):
@@ -70,6 +72,9 @@ class FetchPage(TypedDict):
     links: list[str]
     hidden_removed: int
     cached: bool
+    sha256: str  # of the body the reader read (decoded, within the byte cap)
+    archived: bool  # the exchange is in the evidence archive (worker.archive)
+    archive_record: str | None  # its WARC record id; a cache hit names the original fetch's
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
 

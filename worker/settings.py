@@ -28,6 +28,7 @@ from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, health, logs
+from worker.archive import SharedArchive
 from worker.config import ConfigError, Settings
 from worker.envelope import ToolJob, arq_function
 from worker.redis_conn import redis_settings as arq_redis_settings
@@ -40,8 +41,10 @@ EXIT_CONFIGURATION = 2
 
 
 def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
-    """The tools a worker runs; tests pass a fake resolver, production uses the system's."""
-    return (WebSearchTool(), FetchPageTool(resolver))
+    """The tools a worker runs, sharing one evidence archive writer; tests pass a fake resolver,
+    production uses the system's."""
+    archive = SharedArchive()
+    return (WebSearchTool(archive), FetchPageTool(resolver, archive))
 
 
 def build_worker(settings: Settings, *, burst: bool = False) -> ResearchWorker:
