@@ -26,8 +26,9 @@ from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
-from worker.archive import DROPPED, Archive, SharedArchive
 from worker.archive.capture import Capture
+from worker.archive.service import SharedArchive
+from worker.archive.writer import DROPPED, Archive
 from worker.budget import Tool
 from worker.cache_control import may_store
 from worker.config import Settings

@@ -24,7 +24,8 @@ from typing import Any
 from jobs.providers.base import Deadline, Found, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
 from jobs.providers.upstream import HEARD, Heard
-from worker.archive import DROPPED, Archive, Receipt, SharedArchive
+from worker.archive.service import SharedArchive
+from worker.archive.writer import DROPPED, Archive, Receipt
 from worker.budget import Tool
 from worker.config import Settings, redact_url
 from worker.context import JobContext, Runtime

@@ -25,12 +25,13 @@ from tests.support.run_cli import run_cli
 from tests.support.tls import TestCA, serve
 from tests.test_archive import PAGE, worker_and_client
 from worker import keys
-from worker.archive import Archive, index, writer
+from worker.archive import index, writer
 from worker.archive.capture import Capture, Hop
 from worker.archive.directory import DirectoryStore
 from worker.archive.ids import new_record_id
 from worker.archive.s3 import S3Store
 from worker.archive.store import StoreFailed
+from worker.archive.writer import Archive
 from worker.config import ArchiveBucket, ArchiveDirectory, SearchProvider, Settings
 from worker.logs import FIELDS_ATTR
 from worker.metrics import Metrics

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from worker.archive.ids import parse_record_id
 from worker.errors import (
     DestinationBlocked,
     ErrorKind,
@@ -137,6 +140,8 @@ SHAPES = {
     "pages": lambda v: v is None or _is_int(v),
     "pages_read": lambda v: v is None or _is_int(v),
     "hops": _is_hops,
+    "sha256": lambda v: isinstance(v, str) and (v == "" or re.fullmatch("[0-9a-f]{64}", v) is not None),
+    "archive_record": lambda v: v is None or parse_record_id(v) is not None,
 }
 
 

@@ -259,8 +259,9 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _archive(settings: Settings, report_id: str, output: str) -> int:
-    from worker.archive import index, open_store
+    from worker.archive import index
     from worker.archive.export import Missing, export
+    from worker.archive.service import open_store
     from worker.archive.store import StoreFailed
 
     store = open_store(settings.archive, settings.archive_endpoint)

@@ -155,6 +155,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
         or hops is None
         or not _is_sha256(d.get("sha256"))
+        or not (d.get("archive_record") is None or parse_record_id(d.get("archive_record")) is not None)
     ):
         return None
     return Page(
@@ -175,7 +176,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         pages_read=d.get("pages_read"),
         hops=hops,
         sha256=d["sha256"],
-        archive_record=parse_record_id(d.get("archive_record")),
+        archive_record=d.get("archive_record"),
     )
 
 

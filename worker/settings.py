@@ -28,7 +28,7 @@ from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, health, logs
-from worker.archive import SharedArchive
+from worker.archive.service import SharedArchive
 from worker.config import ConfigError, Settings
 from worker.envelope import ToolJob, arq_function
 from worker.redis_conn import redis_settings as arq_redis_settings

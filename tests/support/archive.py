@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from worker.archive import index, open_store
+from worker.archive import index
 from worker.archive.export import export
+from worker.archive.service import open_store
 from worker.config import ArchiveTarget
 
 

@@ -15,9 +15,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobs.decoding import codings
-from worker.errors import ResearchError
-
 if TYPE_CHECKING:
     import aiohttp
 
@@ -90,10 +87,8 @@ class Capture:
 
 
 def _identity(content_encoding: str | None) -> bool:
-    try:
-        return not codings(content_encoding)
-    except ResearchError:
-        return False
+    """No coding but identity: the bytes on the wire are the bytes the reader got."""
+    return all(part.strip().lower() in ("", "identity") for part in (content_encoding or "").split(","))
 
 
 def peer_address(response: aiohttp.ClientResponse) -> str | None:

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from worker import keys
-from worker.archive import index
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_key, file_key, new_record_id, parse_record_id
+from worker.archive.index import add as index_entry
 from worker.archive.records import Original, fetch_file, payload_digest, search_file, warc_date
 from worker.archive.store import Store, StoreFailed
 from worker.logs import fields
@@ -224,7 +224,7 @@ class Archive:
                     await self._store_fetch(self.store, item, item.capture)
                 elif item.search is not None:
                     await self._store_search(self.store, item, item.search)
-                await index.add(self._redis, item.report_id, item.record, self._window_s)
+                await index_entry(self._redis, item.report_id, item.record, self._window_s)
         except (StoreFailed, TimeoutError) as exc:
             reason = exc.reason if isinstance(exc, StoreFailed) else "the write took too long"
             self._failed(reason)
