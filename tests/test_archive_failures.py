@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp import web
 
@@ -361,3 +362,35 @@ async def test_a_record_once_written_cannot_be_overwritten(
         assert b"".join([c async for c in store.stream(key)]) == b"first"
     finally:
         await store.close()
+
+
+async def test_the_dashboard_shows_each_worker_s_archive_health(
+    settings: Settings, redis: Any, token: str, tmp_path: Path
+) -> None:
+    from tests.test_dashboard import get, serving, text_of
+
+    (tmp_path / "a-file").write_bytes(b"")
+    archive = Archive(
+        DirectoryStore(tmp_path / "a-file" / "archive"),
+        redis,
+        Metrics(),
+        queue_name=settings.queue_name,
+        worker_id=f"w-{token}",
+        days=90,
+        window_s=60,
+    )
+    archive.start()
+    try:
+        receipt = archive.fetched(f"r-{token}", a_capture(100))
+        assert await receipt.stored(within_s=5) is None
+        await redis.set(
+            keys.archive_health(settings.queue_name, f"w-{token}"), orjson.dumps(archive.health())
+        )
+    finally:
+        await archive.stop()
+    async with serving(settings) as base:
+        status, _, page_ = await get(f"{base}/")
+    assert status == 200
+    shown = text_of(page_, "archive")
+    assert f"w-{token}" in shown
+    assert "failing: the archive path is not a usable directory" in shown

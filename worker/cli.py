@@ -523,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     archive = command(
         "archive",
         "write one gzipped WARC file with every archived record a report's results cite",
-        "  research-worker archive r-1 -o r-1.warc.gz\n  research-worker archive r-1 -o - | warcio index -",
+        "  research-worker archive r-1 -o r-1.warc.gz\n  research-worker archive r-1 -o -",
         cmd_archive,
     )
     archive.add_argument("report_id", metavar="REPORT", help="the report")

@@ -449,7 +449,7 @@ def _archive_target(raw: str) -> ArchiveTarget | None:
         return ArchiveBucket(bucket, "".join(f"{part}/" for part in segments))
     if "\0" in raw or "://" in raw:
         raise ValueError(f"{raw!r} must be 'off', a directory, or s3://bucket/prefix")
-    return ArchiveDirectory(str(Path(raw).expanduser().absolute()))
+    return ArchiveDirectory(str(Path(raw).absolute()))  # a "~" is the shell's to expand
 
 
 def _provider(raw: str) -> SearchProvider:

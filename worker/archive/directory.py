@@ -92,6 +92,8 @@ def _reason(exc: OSError) -> str:
         return "the disk is full"
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "the directory is not writable"
+    if exc.errno in (errno.ENOTDIR, errno.EISDIR):
+        return "the archive path is not a usable directory"
     if exc.errno == errno.EEXIST:
         return "the file exists already"
     if exc.errno == errno.ENOENT:

@@ -23,6 +23,7 @@ import worker.dashboard.decode as decode
 from worker import activity, keys
 from worker.claims import parse_lease
 from worker.config import Settings
+from worker.dashboard.archive import ArchiveRow, read_archive
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.redis_conn import redis_settings
@@ -138,6 +139,7 @@ class Snapshot:
     history: History | None = None
     # None: the hosts backing off could not be listed (see ``backoffs``).
     backoffs: list[Backoff] | None = None
+    archive: list[ArchiveRow] = field(default_factory=list)  # each worker's evidence archive writer
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
     error: str | None = None
@@ -186,6 +188,7 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
         spend=spend,
         history=await read_history(redis, settings.queue_name, now),
         backoffs=await read_backoffs(redis, settings.queue_name, now),
+        archive=await read_archive(redis, settings.queue_name, now),
         partial=partial,
     )
 
