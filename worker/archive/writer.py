@@ -112,8 +112,10 @@ class Archive:
         worker_id: str,
         days: int,
         window_s: int,
+        dedup: bool = True,  # off only to measure what deduplication saves (bench/archive.py)
     ) -> None:
         self.store = store
+        self._dedup = dedup
         self._redis = redis
         self._metrics = metrics
         self._queue_name = queue_name
@@ -256,7 +258,7 @@ class Archive:
         body = final.body() if final is not None else b""
         original: Original | None = None
         digest: str | None = None
-        if len(body) >= DEDUP_MIN_BYTES:
+        if self._dedup and len(body) >= DEDUP_MIN_BYTES:
             digest = await asyncio.to_thread(payload_digest, body)
             original = await self._original(store, digest)
         data = await asyncio.to_thread(fetch_file, capture, item.record, original)
