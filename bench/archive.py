@@ -178,7 +178,8 @@ async def export_time(redis_url: str, pages: list[Capture], root: Path) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2, help="each mode runs this often; the best counts")
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
 
@@ -220,15 +221,17 @@ def main() -> None:
             },
         }
         rates: dict[str, tuple[float, int]] = {}
+        runs = [(r, mode, extra) for r in range(args.rounds) for mode, extra in modes.items()]
         try:
-            for n, (mode, extra) in enumerate(modes.items()):
+            for n, (_, mode, extra) in enumerate(runs):
                 queue = f"ar:tp{n:03d}"
                 worker = start_module("worker.cli", {**env, **extra, "RESEARCH_QUEUE": queue}, args=["run"])
                 try:
                     wait_for_health(redis.url, queue, 1)
                     asyncio.run(through_worker(redis.url, queue, port, 20))  # warm the worker up
                     elapsed, archived = asyncio.run(through_worker(redis.url, queue, port, args.jobs))
-                    rates[mode] = (args.jobs / elapsed, archived)
+                    if mode not in rates or args.jobs / elapsed > rates[mode][0]:
+                        rates[mode] = (args.jobs / elapsed, archived)
                 finally:
                     stop(worker)
 
@@ -244,7 +247,10 @@ def main() -> None:
             shutil.rmtree(Path(tmp) / "archive", ignore_errors=True)
 
     off = rates["off"][0]
-    print(f"archive throughput, {args.jobs} pages of 20-500 KB over TLS, cache off, c={args.concurrency}")
+    print(
+        f"archive throughput, {args.jobs} pages of 20-500 KB over TLS, cache off, c={args.concurrency},"
+        f" best of {args.rounds} rounds (modes interleaved)"
+    )
     for mode, (rate, archived) in rates.items():
         share = rate / off
         print(f"  archive {mode:20s} {rate:7.1f} jobs/s  ({share:.0%} of off; {archived} results archived)")

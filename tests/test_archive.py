@@ -3,6 +3,7 @@ standard tools read, whose records hold exactly what was read, from the address 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import gzip
@@ -188,3 +189,29 @@ async def test_a_page_fetched_again_with_the_same_bytes_is_a_revisit_of_the_firs
     assert sha256(content_of(records, again["archive_record"])) == again["sha256"]
     stored = sum(f.stat().st_size for f in (tmp_path / "archive" / "records").rglob("*.warc.gz"))
     assert stored < 2 * len(PAGE) // 4 + 4096  # the page's bytes once (compressed), not twice
+
+
+async def test_the_archive_command_writes_the_report_s_file_and_says_when_there_is_none(
+    settings: Settings, ca: TestCA, token: str, report: str, tmp_path: Path
+) -> None:
+    from tests.support.processes import settings_env
+    from tests.support.run_cli import run_cli
+
+    target = ArchiveDirectory(str(tmp_path / "archive"))
+    s = archive_settings(settings, ca, target)
+    async with serve(routes(), ca.server_context()) as server, worker_and_client(s, token) as client:
+        result = await client.fetch(report, server.url("/page"))
+    env = settings_env(s, RESEARCH_ARCHIVE=target.path)
+    out = tmp_path / "r.warc.gz"
+    done = await asyncio.to_thread(run_cli, "archive", report, "-o", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    records = read_records(out.read_bytes())
+    assert sha256(content_of(records, result["archive_record"])) == result["sha256"] == sha256(PAGE)
+    checked = subprocess.run([WARCIO, "check", str(out)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout
+    nothing = await asyncio.to_thread(
+        run_cli, "archive", f"{report}-none", "-o", str(tmp_path / "n"), env=env
+    )
+    assert nothing.returncode == 1 and "cites no archived record" in nothing.stderr
+    off = await asyncio.to_thread(run_cli, "archive", report, env={**env, "RESEARCH_ARCHIVE": "off"})
+    assert off.returncode == 2 and "archive is off" in off.stderr

@@ -26,6 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ log = logging.getLogger("research.archive")
 
 QUEUE_ITEMS = 256
 QUEUE_BYTES = 128 * 1024 * 1024
-WRITERS = 4
+WRITERS = 8  # store writes are network round trips (S3): several at once keep the queue short
 CONFIRM_S = 0.5  # the most a job waits, after its own reduction, to learn its record is stored
 WRITE_TIMEOUT_S = 30.0
 RETRY_S = 5.0
@@ -59,6 +60,8 @@ HEALTH_TTL_S = 60
 STOP_DRAIN_S = 10.0
 DEDUP_MIN_BYTES = 1024  # a revisit record is about 700 bytes: smaller payloads are stored again
 RETENTION_EVERY_S = 3600.0
+# Pointers this worker wrote or read, kept in memory so a repeat costs no store round trip.
+KNOWN_POINTERS = 4096
 DAY_S = 86_400
 
 
@@ -130,6 +133,7 @@ class Archive:
         self._last_drop_log = 0.0
         self.counts = {"written": 0, "revisit": 0, "dropped": 0, "failed": 0}
         self._last_written_at: float | None = None
+        self._known: OrderedDict[str, tuple[Original, float]] = OrderedDict()
 
     @property
     def enabled(self) -> bool:
@@ -277,9 +281,19 @@ class Archive:
             }
             with contextlib.suppress(StoreFailed):  # without a pointer, the next copy is stored whole
                 await store.replace(digest_key(digest), orjson.dumps(pointer))
+                self._remember(digest, Original(item.record, final.url, str(pointer["date"])), time.time())
+
+    def _remember(self, digest: str, original: Original, at: float) -> None:
+        self._known[digest] = (original, at)
+        self._known.move_to_end(digest)
+        while len(self._known) > KNOWN_POINTERS:
+            self._known.popitem(last=False)
 
     async def _original(self, store: Store, digest: str) -> Original | None:
         """The earlier record with this payload, when one exists that an export can still reach."""
+        known = self._known.get(digest)
+        if known is not None and time.time() - known[1] <= self.pointer_age_s:
+            return known[0]
         try:
             raw = await store.read(digest_key(digest))
         except StoreFailed:
@@ -295,7 +309,9 @@ class Archive:
             return None
         if not isinstance(at, int | float) or time.time() - at > self.pointer_age_s:
             return None
-        return Original(str(record), uri, date)
+        original = Original(str(record), uri, date)
+        self._remember(digest, original, float(at))
+        return original
 
     @property
     def pointer_age_s(self) -> float:
