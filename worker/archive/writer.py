@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from redis.exceptions import RedisError
 
 from worker import keys
 from worker.archive.capture import Capture
@@ -235,8 +236,12 @@ class Archive:
             reason = exc.reason if isinstance(exc, StoreFailed) else "the write took too long"
             self._failed(reason)
             return False
-        except (OSError, Exception) as exc:  # Redis down, a bug: the fetch stands, the record does not
+        except (RedisError, OSError) as exc:
             self._failed(f"the report index could not be written ({type(exc).__name__})")
+            return False
+        except Exception:  # a bug: the fetch stands, the record does not, and the log says where
+            log.exception("archive write failed unexpectedly")
+            self._count("failed")
             return False
         if self._last_failure is not None:
             log.info("archive store works again", extra=fields(where=self.store.where))
