@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from worker.archive.capture import Capture, Hop
-from worker.archive.ids import day_of, digest_key, file_key, new_record_id, parse_record_id
+from worker.archive.ids import day_of, digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.records import Original, fetch_file, payload_digest
 from worker.config import ArchiveBucket, ArchiveDirectory, ConfigError, Settings
 
@@ -127,12 +127,12 @@ def test_a_record_id_names_the_day_it_was_made_and_a_key_of_hex_only(now_s: floa
 
 
 @given(st.text(max_size=60))
-def test_a_digest_key_is_letters_only_or_refused(text: str) -> None:
+def test_a_digest_name_is_letters_only_or_refused(text: str) -> None:
     try:
-        key = digest_key(text)
+        name = digest_name(text)
     except ValueError:
         return
-    assert re.fullmatch(r"digests/[A-Z2-7]{2}/[A-Z2-7]{32}", key)
+    assert re.fullmatch(r"[A-Z2-7]{32}", name)
 
 
 @given(st.text(min_size=1, max_size=120).filter(lambda t: t.strip() != ""))

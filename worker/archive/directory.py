@@ -14,19 +14,20 @@ import errno
 import os
 import re
 import shutil
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import IO, ParamSpec, TypeVar
 
-from worker.archive.ids import DIGESTS, RECORDS
+from worker.archive.ids import RECORDS
 from worker.archive.store import StoreFailed
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 CHUNK = 1 << 20
-_KEY = re.compile(r"(records/\d{4}-\d{2}-\d{2}/[0-9a-f-]{36}\.warc\.gz|digests/[A-Z2-7]{2}/[A-Z2-7]{32})")
+_KEY = re.compile(r"records/\d{4}-\d{2}-\d{2}/[0-9a-f-]{36}\.warc\.gz")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -38,6 +39,10 @@ class DirectoryStore:
     def where(self) -> str:
         return str(self.root)
 
+    @property
+    def identity(self) -> str:
+        return f"{socket.gethostname()}:{self.root}"
+
     def _path(self, key: str) -> Path:
         if not _KEY.fullmatch(key):
             raise StoreFailed("not an archive key")
@@ -46,14 +51,6 @@ class DirectoryStore:
     async def create(self, key: str, data: bytes) -> None:
         path = self._path(key)
         await _io(_create, path, data)
-
-    async def replace(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-        await _io(_replace, path, data)
-
-    async def read(self, key: str) -> bytes | None:
-        path = self._path(key)
-        return await _io(_read, path)
 
     async def stream(self, key: str) -> AsyncIterator[bytes]:
         path = self._path(key)
@@ -71,9 +68,6 @@ class DirectoryStore:
         if not _DAY.fullmatch(day):
             raise StoreFailed("not a day folder")
         return await _io(_delete_tree, self.root / RECORDS / day)
-
-    async def delete_pointers_before(self, cutoff_s: float) -> int:
-        return await _io(_delete_older, self.root / DIGESTS, cutoff_s)
 
     async def close(self) -> None:
         return None
@@ -123,22 +117,6 @@ def _create(path: Path, data: bytes) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def _replace(path: Path, data: bytes) -> None:
-    temporary = _temporary(path)
-    try:
-        _write_file(temporary, data)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
 def _open(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
@@ -158,17 +136,3 @@ def _delete_tree(folder: Path) -> int:
         return 0
     shutil.rmtree(folder, ignore_errors=True)
     return count
-
-
-def _delete_older(folder: Path, cutoff_s: float) -> int:
-    deleted = 0
-    for parent, _, files in os.walk(folder):
-        for name in files:
-            path = Path(parent, name)
-            try:
-                if path.stat().st_mtime < cutoff_s:
-                    path.unlink()
-                    deleted += 1
-            except FileNotFoundError:
-                continue
-    return deleted

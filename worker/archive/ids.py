@@ -19,7 +19,6 @@ import uuid
 URN = "urn:uuid:"
 _ID = re.compile(r"urn:uuid:([0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})")
 RECORDS = "records/"
-DIGESTS = "digests/"
 SUFFIX = ".warc.gz"
 
 
@@ -49,12 +48,12 @@ def file_key(record_id: str) -> str:
     return f"{RECORDS}{day_of(record_id)}/{record_id.removeprefix(URN)}{SUFFIX}"
 
 
-def digest_key(payload_digest: str) -> str:
-    """The store key of a payload's pointer: ``sha1:BASE32`` as warcio writes it, letters only."""
+def digest_name(payload_digest: str) -> str:
+    """A payload digest (``sha1:BASE32``, as warcio writes it) as a name of letters and digits only."""
     algorithm, _, value = payload_digest.partition(":")
     if algorithm != "sha1" or not re.fullmatch(r"[A-Z2-7]{32}", value):
         raise ValueError("not a sha1 payload digest")
-    return f"{DIGESTS}{value[:2]}/{value}"
+    return value
 
 
 def day_folder(day: str) -> str:

@@ -21,7 +21,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from worker.archive.ids import DIGESTS, RECORDS
+from worker.archive.ids import RECORDS
 from worker.archive.store import StoreFailed
 
 # aiobotocore's client is built from botocore's service model at run time: untyped here.
@@ -60,6 +60,10 @@ class S3Store:
             self._client = await self._stack.enter_async_context(creator)
         return self._client
 
+    @property
+    def identity(self) -> str:
+        return f"s3:{self.endpoint or 'aws'}:{self.bucket}/{self.prefix}"
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}{key}"
 
@@ -67,24 +71,6 @@ class S3Store:
         s3 = await self._s3()
         async with _failing("write"):
             await s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
-
-    async def replace(self, key: str, data: bytes) -> None:
-        s3 = await self._s3()
-        async with _failing("write"):
-            await s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
-
-    async def read(self, key: str) -> bytes | None:
-        s3 = await self._s3()
-        try:
-            async with _failing("read"):
-                answer = await s3.get_object(Bucket=self.bucket, Key=self._key(key))
-                async with answer["Body"] as body:
-                    data: bytes = await body.read()
-                    return data
-        except StoreFailed as failed:
-            if failed.reason == "no such key":
-                return None
-            raise
 
     async def stream(self, key: str) -> AsyncIterator[bytes]:
         s3 = await self._s3()
@@ -108,23 +94,15 @@ class S3Store:
         return sorted(day for day in found if day)
 
     async def delete_day(self, day: str) -> int:
-        return await self._delete_where(self._key(f"{RECORDS}{day}/"), lambda _: True)
-
-    async def delete_pointers_before(self, cutoff_s: float) -> int:
-        return await self._delete_where(
-            self._key(DIGESTS), lambda item: item["LastModified"].timestamp() < cutoff_s
-        )
-
-    async def _delete_where(self, prefix: str, old: Any) -> int:
         s3 = await self._s3()
+        prefix = self._key(f"{RECORDS}{day}/")
         deleted = 0
         async with _failing("delete"):
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
             batch: list[Any] = []
             async for page in pages:
                 for item in page.get("Contents", []):
-                    if old(item):
-                        batch.append({"Key": item["Key"]})
+                    batch.append({"Key": item["Key"]})
                     if len(batch) == DELETE_BATCH:
                         await s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
                         deleted, batch = deleted + len(batch), []

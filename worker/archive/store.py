@@ -1,10 +1,9 @@
 """The archive's storage: one small interface, a directory or S3-compatible object storage behind it.
 
-Keys are the archive's own (``worker.archive.ids``): day folders of record files, and payload
-pointers. A record file is written once and never changed (``create``); a pointer may be replaced
-(``replace``) when the record it named grows too old to refer to. Retention removes whole day
-folders and old pointers. A store raises ``StoreFailed`` for every failure (refused, full, gone,
-unreachable), with a short reason that is safe to log, so the writer has one thing to catch.
+Keys are the archive's own (``worker.archive.ids``): day folders of record files. A record file is
+written once and never changed (``create``); retention removes whole day folders. A store raises
+``StoreFailed`` for every failure (refused, full, gone, unreachable), with a short reason that is
+safe to log, so the writer has one thing to catch.
 """
 
 from __future__ import annotations
@@ -26,14 +25,13 @@ class Store(Protocol):
     def where(self) -> str:
         """Where the archive is, for logs and the dashboard (no credentials)."""
 
+    @property
+    def identity(self) -> str:
+        """What names this store among every worker's (a directory is per machine, a bucket shared):
+        deduplication refers only to records in the same store."""
+
     async def create(self, key: str, data: bytes) -> None:
         """Write a new file; the key must not exist yet (records are immutable)."""
-
-    async def replace(self, key: str, data: bytes) -> None:
-        """Write a small file, replacing any file of that key as one step."""
-
-    async def read(self, key: str) -> bytes | None:
-        """A small file's bytes, or None when there is none."""
 
     def stream(self, key: str) -> AsyncIterator[bytes]:
         """A file's bytes, a chunk at a time, as stored (never decoded); StoreFailed when missing."""
@@ -43,8 +41,5 @@ class Store(Protocol):
 
     async def delete_day(self, day: str) -> int:
         """Delete one day folder whole; returns how many files went."""
-
-    async def delete_pointers_before(self, cutoff_s: float) -> int:
-        """Delete payload pointers last written before ``cutoff_s`` (epoch seconds)."""
 
     async def close(self) -> None: ...

@@ -14,9 +14,10 @@ stored and indexed, never just queued. Everything else is ``archived: false``:
 
 Deduplication: a fetch whose final payload (as received) matches a recent one is stored as a WARC
 ``revisit`` record that refers to the first (``WARC-Refers-To``), so fifty reports citing one page
-hold its bytes once. Pointers live in the store beside the records (``digests/``), so a shared
-bucket deduplicates across every worker; an original older than the retention allows an export to
-reach is not referred to (a new full record is written, and becomes the pointer).
+hold its bytes once. A pointer per payload lives in Redis (``keys.archive_pointer``), named by the
+store it refers into, so a shared bucket deduplicates across every worker at the cost of one Redis
+round trip rather than two object-store requests; it expires when its original grows too old for
+an export to reach (then a new full record is written, and becomes the pointer).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import logging
 import time
 from collections import OrderedDict
@@ -36,7 +38,7 @@ from redis.exceptions import RedisError
 
 from worker import keys
 from worker.archive.capture import Capture
-from worker.archive.ids import digest_key, file_key, new_record_id, parse_record_id
+from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.index import add as index_entry
 from worker.archive.records import Original, fetch_file, payload_digest, search_file, warc_date
 from worker.archive.store import Store, StoreFailed
@@ -277,16 +279,21 @@ class Archive:
             self._count("revisit")
             return
         self._count("written")
-        if digest is not None and final is not None:
-            pointer = {
-                "record": item.record,
-                "uri": final.url,
-                "date": warc_date(final.at),
-                "at": time.time(),
-            }
-            with contextlib.suppress(StoreFailed):  # without a pointer, the next copy is stored whole
-                await store.replace(digest_key(digest), orjson.dumps(pointer))
-                self._remember(digest, Original(item.record, final.url, str(pointer["date"])), time.time())
+        if digest is not None and final is not None and self.pointer_age_s >= 1:
+            now = time.time()
+            original = Original(item.record, final.url, warc_date(final.at))
+            pointer = {"record": original.record, "uri": original.uri, "date": original.date, "at": now}
+            # The pointer lives as long as an original may be referred to; without it (Redis
+            # down), the next copy is stored whole.
+            with contextlib.suppress(RedisError, OSError):
+                await self._redis.set(
+                    self._pointer_key(store, digest), orjson.dumps(pointer), ex=int(self.pointer_age_s)
+                )
+            self._remember(digest, original, now)
+
+    def _pointer_key(self, store: Store, digest: str) -> str:
+        identity = hashlib.sha256(store.identity.encode()).hexdigest()[:32]
+        return keys.archive_pointer(self._queue_name, identity, digest_name(digest))
 
     def _remember(self, digest: str, original: Original, at: float) -> None:
         self._known[digest] = (original, at)
@@ -300,8 +307,8 @@ class Archive:
         if known is not None and time.time() - known[1] <= self.pointer_age_s:
             return known[0]
         try:
-            raw = await store.read(digest_key(digest))
-        except StoreFailed:
+            raw = await self._redis.get(self._pointer_key(store, digest))
+        except (RedisError, OSError):
             return None
         try:
             pointer = orjson.loads(raw) if raw is not None else None
@@ -366,7 +373,7 @@ class Archive:
             await asyncio.sleep(RETENTION_EVERY_S)
 
     async def apply_retention(self, now_s: float | None = None) -> int:
-        """Delete whole day folders older than the retention, and pointers past their age."""
+        """Delete whole day folders older than the retention (pointers expire in Redis on their own)."""
         if self.store is None:
             return 0
         now = time.time() if now_s is None else now_s
@@ -375,7 +382,6 @@ class Archive:
         for day in await self.store.days():
             if day < oldest_kept:
                 deleted += await self.store.delete_day(day)
-        deleted += await self.store.delete_pointers_before(now - self.pointer_age_s)
         if deleted:
             log.info("archive retention deleted old files", extra=fields(files=deleted, days=self._days))
         return deleted
