@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import datetime as dt
 import io
+import os
 import shutil
 import ssl
 import sys
@@ -70,6 +71,12 @@ async def through_worker(url: str, queue: str, port: int, jobs: int) -> tuple[fl
     if failed:
         raise SystemExit(f"{len(failed)} jobs failed, e.g. {failed[0]}")
     return elapsed, sum(1 for r in results if r.get("archived"))
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def make_bucket(endpoint: str, bucket: str) -> None:
@@ -196,7 +203,6 @@ def main() -> None:
             "AWS_SECRET_ACCESS_KEY": "bench",
             "AWS_DEFAULT_REGION": "us-east-1",
         }
-        import os
 
         os.environ.update(creds)
         make_bucket(endpoint, "bench")
@@ -221,6 +227,7 @@ def main() -> None:
             },
         }
         rates: dict[str, tuple[float, int]] = {}
+        cpu: dict[str, float] = {}
         runs = [(r, mode, extra) for r in range(args.rounds) for mode, extra in modes.items()]
         try:
             for n, (_, mode, extra) in enumerate(runs):
@@ -229,7 +236,10 @@ def main() -> None:
                 try:
                     wait_for_health(redis.url, queue, 1)
                     asyncio.run(through_worker(redis.url, queue, port, 20))  # warm the worker up
+                    before = cpu_s(worker.pid)
                     elapsed, archived = asyncio.run(through_worker(redis.url, queue, port, args.jobs))
+                    per_job = (cpu_s(worker.pid) - before) / args.jobs
+                    cpu[mode] = min(cpu.get(mode, per_job), per_job)
                     if mode not in rates or args.jobs / elapsed > rates[mode][0]:
                         rates[mode] = (args.jobs / elapsed, archived)
                 finally:
@@ -253,7 +263,10 @@ def main() -> None:
     )
     for mode, (rate, archived) in rates.items():
         share = rate / off
-        print(f"  archive {mode:20s} {rate:7.1f} jobs/s  ({share:.0%} of off; {archived} results archived)")
+        print(
+            f"  archive {mode:20s} {rate:7.1f} jobs/s  ({share:.0%} of off; {archived} results archived; "
+            f"worker CPU {cpu[mode] * 1000:.1f} ms/job)"
+        )
     for mode in ("directory", "s3 (moto, loopback)"):
         share = rates[mode][0] / off
         print(f"  target >= 90 % of off, {mode}: {'met' if share >= 0.9 else 'MISSED'} ({share:.0%})")
