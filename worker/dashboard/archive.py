@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+import worker.dashboard.decode as decode
 from worker import keys
-from worker.dashboard import decode
 
 MAX_ROWS = 200
 TEXT_PREVIEW = 120
