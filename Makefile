@@ -32,3 +32,4 @@ bench:
 	$(PY) bench/scale.py
 	$(PY) bench/cli_fail_fast.py
 	$(PY) bench/dashboard_writes.py
+	$(PY) bench/archive.py

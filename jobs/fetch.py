@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
@@ -34,9 +35,12 @@ from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
 from jobs.robots import Robots
+from worker.archive.capture import Capture
+from worker.archive.service import SharedArchive
+from worker.archive.writer import DROPPED, Archive
 from worker.config import Settings
 from worker.errors import DomainNotAllowed, GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
-from worker.guardian.connector import guarded_session
+from worker.guardian.connector import CONNECTED, guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
@@ -163,6 +167,7 @@ class _Parts:
     reads: ReadBudget
     domains: ReportDomains  # the deployment's domain lists, narrowed per report
     robots: Robots | None  # robots.txt, when the operator turned it on
+    archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
 
 
 class FetchPageTool:
@@ -172,8 +177,11 @@ class FetchPageTool:
     name = "fetch_page"
     params = ("url", "extract", "fresh", "format", "offset", "max_chars", "find")
 
-    def __init__(self, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self, resolver: AbstractResolver | None = None, archive: SharedArchive | None = None
+    ) -> None:
         self._resolver = resolver
+        self._archive = archive if archive is not None else SharedArchive()
         self._parts: _Parts | None = None
         self._cache_redis: Redis | None = None
 
@@ -217,6 +225,7 @@ class FetchPageTool:
             ),
             domains=report_domains(runtime.redis, settings),
             robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
+            archive=self._archive.open(settings, runtime.redis, runtime.metrics),
         )
         self._parts.hosts.start()
         self._parts.pages.start()
@@ -226,6 +235,7 @@ class FetchPageTool:
             await self._parts.pages.stop()
             await self._parts.hosts.stop()
             await self._parts.fetcher.close()
+            await self._archive.close()
         if self._cache_redis is not None:
             await self._cache_redis.aclose()
 
@@ -256,6 +266,8 @@ class FetchPageTool:
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
+        if cached and page.archive_record is not None:
+            parts.archive.cite(job.report_id, page.archive_record)  # the original fetch's record
         if page.links:
             await menu.record(job.report_id, page.links, already_canonical=True)
         text = await answer(
@@ -324,6 +336,8 @@ class FetchPageTool:
             needle=request.find,
             grant=grant,
         )
+        if kept.page.archive_record is not None:
+            parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
         return with_text(page_fields(kept.page, cached=True), text, refetched=False)
 
     async def _fetch_and_read(
@@ -336,8 +350,15 @@ class FetchPageTool:
         until: float,
     ) -> Fresh:
         """What a cache miss does: fetch through the guardian with a turn at the host, reduce, and keep
-        the whole document for the report's continuations."""
-        fetched = await self._fetch(job, self._started(), target, may_follow, until)
+        the whole document for the report's continuations.
+
+        The exchange goes to the archive's writer before the reduction and is asked about after
+        it, so storing the record overlaps the reading of the page."""
+        parts = self._started()
+        capture = Capture() if parts.archive.enabled else None
+        fetched = await self._fetch(job, parts, target, may_follow, until, capture)
+        receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
+        sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
         # their own. A page that waited long for its slot reduces with the time it has left, and
@@ -367,14 +388,24 @@ class FetchPageTool:
             )
         whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
         in_hand.append(whole)
-        page = page_of(target, fetched, document, job.settings.fetch_max_chars)
-        digest = await self._started().documents.keep(page, whole.texts, whole.offsets)
+        page = replace(
+            page_of(target, fetched, document, job.settings.fetch_max_chars),
+            sha256=sha256,
+            archive_record=await receipt.stored(),
+        )
+        digest = await parts.documents.keep(page, whole.texts, whole.offsets)
         # A page cut by CPU time or the deadline is served to this job only (worker.state.page_cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=digest), storable=storable)
 
     async def _fetch(
-        self, job: JobContext, parts: _Parts, target: Target, may_follow: HopRule, until: float
+        self,
+        job: JobContext,
+        parts: _Parts,
+        target: Target,
+        may_follow: HopRule,
+        until: float,
+        capture: Capture | None = None,
     ) -> Fetched:
         """The network part, under one time bound: the wait for a turn at the host, then the GET."""
         loop = asyncio.get_running_loop()
@@ -389,7 +420,13 @@ class FetchPageTool:
 
         async with time_bound(seconds, target), parts.hosts.turn(target, loop.time() + seconds):
             try:
-                return await parts.fetcher.get(target, noting)
+                if capture is None:
+                    return await parts.fetcher.get(target, noting)
+                hearing = CONNECTED.set(capture.peers)
+                try:
+                    return await parts.fetcher.get(target, noting, capture)
+                finally:
+                    CONNECTED.reset(hearing)
             except HttpStatus as answer:
                 status = answer.status or 0
                 asked = await parts.hosts.hold_if_asked(answering[-1], status, answer.retry_after_s)
@@ -469,6 +506,9 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
         "links": list(page.links),
         "hidden_removed": page.hidden_removed,
         "cached": cached,
+        "sha256": page.sha256,
+        "archived": page.archive_record is not None,
+        "archive_record": page.archive_record,
     }
     if page.pages is not None:
         result["pages"] = page.pages

@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 import yarl
@@ -37,6 +38,16 @@ READ_CHUNK = 65_536
 
 # May the fetch follow a redirect from the first target to the second? (The URL menu's rule.)
 HopRule = Callable[[Target, Target], Awaitable[bool]]
+
+
+class Observer(Protocol):
+    """Sees each hop as it happens (the evidence archive's ``Capture``): the fetch never waits on it."""
+
+    def opened(self, target: Target, response: aiohttp.ClientResponse) -> None: ...
+
+    def read(self, chunk: bytes) -> None: ...
+
+    def finished(self, decoded: int, cut: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -71,11 +82,13 @@ class Fetcher:
     async def close(self) -> None:
         await self.session.close()
 
-    async def get(self, target: Target, may_follow: HopRule) -> Fetched:
+    async def get(self, target: Target, may_follow: HopRule, observer: Observer | None = None) -> Fetched:
         """GET ``target``, following at most ``max_redirects`` hops, each judged again in full."""
         current = target
         for hop in range(self.limits.max_redirects + 1):
             response = await self._request(current)
+            if observer is not None:
+                observer.opened(current, response)
             try:
                 location = response.headers.get("Location")
                 if response.status in REDIRECT_STATUSES and location is not None:
@@ -95,7 +108,7 @@ class Fetcher:
                         )
                     current = following
                     continue
-                return await self._read(current, response, hop)
+                return await self._read(current, response, hop, observer)
             finally:
                 response.release()
         raise AssertionError("unreachable: the loop returns or raises")
@@ -106,7 +119,9 @@ class Fetcher:
         except (aiohttp.ClientError, OSError) as exc:
             raise translate(exc, _peer(target)) from None
 
-    async def _read(self, final: Target, response: aiohttp.ClientResponse, redirects: int) -> Fetched:
+    async def _read(
+        self, final: Target, response: aiohttp.ClientResponse, redirects: int, observer: Observer | None
+    ) -> Fetched:
         if not 200 <= response.status < 300:
             raise HttpStatus(
                 f"the server answered HTTP {response.status}",
@@ -119,7 +134,7 @@ class Fetcher:
             raise UnsupportedContentType(f"the page is {_essence(content_type)}, neither text nor a PDF")
         if kind is DeclaredKind.PDF:
             self._refuse_declared_oversize(response)
-        body, truncated = await self._read_body(final, response, kind)
+        body, truncated = await self._read_body(final, response, kind, observer)
         cache_control = ", ".join(response.headers.getall("Cache-Control", [])) or None
         language = response.headers.get("Content-Language")
         return Fetched(
@@ -132,13 +147,15 @@ class Fetcher:
             raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, declared))
 
     async def _read_body(
-        self, final: Target, response: aiohttp.ClientResponse, kind: DeclaredKind
+        self, final: Target, response: aiohttp.ClientResponse, kind: DeclaredKind, observer: Observer | None
     ) -> tuple[bytes, bool]:
         """The decoded body, cut at the byte cap (a PDF over its cap is refused instead)."""
         body = _Body(kind, self.limits)
         decoder = Decoder(response.headers.get("Content-Encoding"))
         try:
             async for chunk in response.content.iter_chunked(READ_CHUNK):
+                if observer is not None:
+                    observer.read(chunk)
                 decoder.feed(chunk)
                 body.take(decoder)
                 if body.over:
@@ -155,7 +172,10 @@ class Fetcher:
             if body.pdf:
                 raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, None))
             response.close()  # the rest is never read; do not return this connection to the pool
-        return body.bytes(), body.over
+        read = body.bytes()
+        if observer is not None:
+            observer.finished(len(read), body.over)
+        return read, body.over
 
 
 class _Body:

@@ -26,7 +26,10 @@ from typing import Any
 
 from jobs.providers.base import Deadline, Found, PaidFailure, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
-from worker.config import Settings
+from jobs.providers.upstream import HEARD, Heard
+from worker.archive.service import SharedArchive
+from worker.archive.writer import DROPPED, Archive, Receipt
+from worker.config import Settings, redact_url
 from worker.errors import DestinationBlocked, InvalidRequest, ResearchError, SchemeNotAllowed
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.urls import parse_https_url
@@ -35,7 +38,7 @@ from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
-from worker.state.results import OK, About, WebSearch
+from worker.state.results import OK, About, Citation, WebSearch
 from worker.state.spend import record_search
 
 log = logging.getLogger("research.search")
@@ -91,9 +94,11 @@ class WebSearchTool:
     name = "web_search"
     params = ("query", "max_results", "org_id")
 
-    def __init__(self) -> None:
+    def __init__(self, archive: SharedArchive | None = None) -> None:
         self._providers: Providers | None = None
         self._domains: ReportDomains | None = None
+        self._shared = archive if archive is not None else SharedArchive()
+        self._archive: Archive | None = None
 
     def deadline_s(self, settings: Settings) -> float:
         return settings.search_deadline_s
@@ -105,6 +110,7 @@ class WebSearchTool:
     async def start(self, runtime: Runtime) -> None:
         self._providers = open_providers(runtime.settings)
         self._domains = report_domains(runtime.redis, runtime.settings)
+        self._archive = self._shared.open(runtime.settings, runtime.redis, runtime.metrics)
 
     def _started_domains(self) -> ReportDomains:
         if self._domains is None:
@@ -114,6 +120,9 @@ class WebSearchTool:
     async def stop(self) -> None:
         if self._providers is not None:
             await self._providers.close()
+        if self._archive is not None:
+            self._archive = None
+            await self._shared.close()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> WebSearch:
         request = SearchRequest.parse(arguments)
@@ -126,7 +135,12 @@ class WebSearchTool:
         primary.check_ready(request.org_id)
         # Charged before the call: a call that fails may still have been billed.
         await job.charge(Tool.SEARCH)
-        answered, found = await ask(primary, ready_fallback(providers, request), request, job)
+        heard: list[Heard] = []
+        token = HEARD.set(heard)
+        try:
+            answered, found = await ask(primary, ready_fallback(providers, request), request, job)
+        finally:
+            HEARD.reset(token)
         if found.spend is not None:
             await record_search(
                 job.runtime, job.report_id, request.org_id, found.spend, provider=answered.name.value
@@ -134,8 +148,43 @@ class WebSearchTool:
         # Results on a refused domain never reach the agent, nor the menu.
         domains = await self._started_domains().policy(job.report_id)
         results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
+        receipt = self._keep(job.report_id, heard, request, answered.name.value, results)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
-        return {"query": request.query, "results": results, "provider": answered.name.value}
+        record = await receipt.stored()
+        return {
+            "query": request.query,
+            "results": results,
+            "provider": answered.name.value,
+            "archived": record is not None,
+            "archive_record": record,
+        }
+
+    def _keep(
+        self,
+        report_id: str,
+        heard: list[Heard],
+        request: SearchRequest,
+        provider: str,
+        results: list[Citation],
+    ) -> Receipt:
+        """The answer the results came from (the last one heard), as received, to the archive."""
+        if self._archive is None or not self._archive.enabled or not heard:
+            return DROPPED
+        last = heard[-1]
+        summary = {
+            "query": request.query,
+            "max_results": request.max_results,
+            "provider": provider,
+            "status": last.answer.status,
+            "results": results,
+        }
+        return self._archive.searched(
+            report_id,
+            endpoint=redact_url(last.url),
+            content_type=last.answer.content_type,
+            answer=last.answer.body,
+            summary=summary,
+        )
 
 
 def on_allowed_domain(domains: DomainPolicy, url: str) -> bool:

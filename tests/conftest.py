@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -15,6 +19,12 @@ from tests.support.tls import TestCA, make_ca
 from worker.config import Settings
 
 loopback.install()
+
+# Workers the tests start (in this process or as child processes, from the environment) keep their
+# evidence archive in a throwaway data directory, never the user's own.
+_DATA_HOME = tempfile.mkdtemp(prefix="research-test-data-")
+os.environ["XDG_DATA_HOME"] = _DATA_HOME
+atexit.register(shutil.rmtree, _DATA_HOME, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from worker.archive.ids import parse_record_id
 from worker.errors import (
     DestinationBlocked,
     ErrorKind,
@@ -140,6 +143,8 @@ SHAPES = {
     "hops": _is_hops,
     "document": lambda v: v is None or isinstance(v, str),
     "metadata": lambda v: v is None or parse_metadata(v) is not None,  # tests/test_metadata_cache.py
+    "sha256": lambda v: isinstance(v, str) and (v == "" or re.fullmatch("[0-9a-f]{64}", v) is not None),
+    "archive_record": lambda v: v is None or parse_record_id(v) is not None,
 }
 
 

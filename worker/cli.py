@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import logging
@@ -319,6 +320,51 @@ async def _budget(settings: Settings, report_id: str) -> int:
     return Exit.OK
 
 
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_archive(settings, _report_id(args.report_id, "REPORT"), args.output))
+
+
+async def _archive(settings: Settings, report_id: str, output: str) -> int:
+    from worker.archive import index
+    from worker.archive.export import Missing, export
+    from worker.archive.service import open_store
+    from worker.archive.store import StoreFailed
+
+    store = open_store(settings.archive, settings.archive_endpoint)
+    if store is None:
+        raise UsageError("the evidence archive is off (RESEARCH_ARCHIVE=off): there is nothing to export")
+    settings, found = _locate(settings)
+    redis = await reach(found, settings, REACH_S)
+    try:
+        cited = await index.cited(redis, report_id)
+    finally:
+        await redis.aclose()
+    if not cited:
+        say(f"report {report_id} cites no archived record (or its budget window has ended)")
+        return Exit.JOB_ERROR
+    gone: list[str] = []
+    sink = sys.stdout.buffer if output == "-" else None
+    try:
+        # A command of its own process: nothing else waits on this loop while it writes.
+        with open(output, "wb") if sink is None else contextlib.nullcontext(sink) as out:  # noqa: ASYNC230
+            async for chunk in export(store, report_id, cited, missing=gone.append):
+                out.write(chunk)
+            out.flush()
+    except OSError as exc:
+        raise UsageError(f"-o: cannot write {output} ({exc.strerror})") from None
+    except (Missing, StoreFailed) as exc:
+        say(f"the archive could not be read at {store.where} ({exc})")
+        return Exit.JOB_ERROR
+    finally:
+        await store.close()
+    if gone:
+        say(
+            f"{len(gone)} of {len(cited)} cited records could not be read from {store.where} (deleted "
+            "by retention, or the store is unreachable); the file holds the others"
+        )
+    return Exit.JOB_ERROR if len(gone) == len(cited) else Exit.OK
+
+
 def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
     from worker.guardian.decide import decide
     from worker.guardian.policy import AddressPolicy
@@ -567,6 +613,17 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_budget,
     )
     budget.add_argument("report_id", metavar="ID", help="the report")
+
+    archive = command(
+        "archive",
+        "write one gzipped WARC file with every archived record a report's results cite",
+        "  research-worker archive r-1 -o r-1.warc.gz\n  research-worker archive r-1 -o -",
+        cmd_archive,
+    )
+    archive.add_argument("report_id", metavar="REPORT", help="the report")
+    archive.add_argument(
+        "-o", "--output", default="-", metavar="FILE", help="where to write the file; - for stdout"
+    )
 
     tools = command(
         "tools",

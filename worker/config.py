@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -132,6 +133,24 @@ class RedisTarget:
 
 
 @dataclass(frozen=True)
+class ArchiveDirectory:
+    """The evidence archive in a local directory (``worker.archive``)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class ArchiveBucket:
+    """The evidence archive in S3-compatible object storage: ``s3://bucket/prefix``."""
+
+    bucket: str
+    prefix: str  # "" or ending in "/"
+
+
+ArchiveTarget = ArchiveDirectory | ArchiveBucket
+
+
+@dataclass(frozen=True)
 class Settings:
     redis_url: str | None = None
     queue_name: str = "research:queue"
@@ -180,6 +199,11 @@ class Settings:
     log_level: str = "INFO"
     log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
     runtime_dir: str | None = None  # XDG_RUNTIME_DIR: where an embedded Redis leaves its address
+    # The evidence archive. Off unless configured here; from_env defaults it to the user's data
+    # directory (RESEARCH_ARCHIVE), so tests that build Settings directly write nothing.
+    archive: ArchiveTarget | None = None
+    archive_days: int = 90
+    archive_endpoint: str | None = None
 
     @property
     def job_timeout_s(self) -> float:
@@ -292,8 +316,13 @@ class Settings:
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
             runtime_dir=e.text("XDG_RUNTIME_DIR"),
+            archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), _archive_target),
+            archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
+            archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, _http_url),
         )
         settings.check_search()
+        if settings.archive_endpoint is not None and not isinstance(settings.archive, ArchiveBucket):
+            raise ConfigError("RESEARCH_ARCHIVE_ENDPOINT: is set, but RESEARCH_ARCHIVE is not an s3:// URL")
         return settings
 
     def check_search(self) -> None:
@@ -507,6 +536,40 @@ def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
             raise ValueError(f"{part!r} is not a CIDR range ({exc})") from None
     AddressPolicy(networks)  # refuses a range inside a translation prefix, saying why
     return tuple(networks)
+
+
+def default_archive(e: Env) -> ArchiveTarget | None:
+    """A folder in the user's data directory (XDG_DATA_HOME, else ~/.local/share); off without either."""
+    data_home = e.text("XDG_DATA_HOME")
+    if data_home is None:
+        home = e.text("HOME")
+        if home is None:
+            return None
+        data_home = str(Path(home) / ".local" / "share")
+    return ArchiveDirectory(str(Path(data_home) / "research-worker" / "archive"))
+
+
+# An S3 bucket name (the rules for new buckets); a prefix of printable path segments, none of
+# them "." or "..", so a prefix cannot climb out of itself on a service that resolves dot segments.
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def _archive_target(raw: str) -> ArchiveTarget | None:
+    if raw.lower() == "off":
+        return None
+    if raw.lower().startswith("s3://"):
+        bucket, _, prefix = raw[5:].partition("/")
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(f"{bucket!r} is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-')")
+        segments = [part for part in prefix.split("/") if part]
+        if len(prefix) > 512 or any(
+            part in (".", "..") or not part.isprintable() or "\\" in part for part in segments
+        ):
+            raise ValueError("the prefix after the bucket must be printable path segments, none '.' or '..'")
+        return ArchiveBucket(bucket, "".join(f"{part}/" for part in segments))
+    if "\0" in raw or "://" in raw:
+        raise ValueError(f"{raw!r} must be 'off', a directory, or s3://bucket/prefix")
+    return ArchiveDirectory(str(Path(raw).absolute()))  # a "~" is the shell's to expand
 
 
 def _provider(raw: str) -> SearchProvider:

@@ -161,3 +161,25 @@ class Metrics:
             "Hosts every worker of the queue holds off after a 429 or 503 with Retry-After (sampled).",
             registry=r,
         )
+        self.archive_records = Counter(
+            "research_archive_records",
+            "Evidence archive writes by outcome: 'written', 'revisit' (a payload stored before), "
+            "'dropped' (the writer's queue was full, or the store is known to be down), 'failed'.",
+            ["outcome"],
+            registry=r,
+        )
+        self.archive_bytes = Counter(
+            "research_archive_bytes",
+            "Bytes written to the evidence archive (compressed WARC files).",
+            registry=r,
+        )
+        self.archive_queue = Gauge(
+            "research_archive_queue",
+            "Archive writes waiting in this worker's queue.",
+            registry=r,
+        )
+        self.archive_up = Gauge(
+            "research_archive_up",
+            "1 while this worker's last archive write succeeded (or none was tried), 0 after a failure.",
+            registry=r,
+        )

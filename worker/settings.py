@@ -28,6 +28,7 @@ from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
+from worker.archive.service import SharedArchive
 from worker.config import ConfigError, Settings
 from worker.runtime.envelope import ToolJob, arq_function
 from worker.runtime.worker import ResearchWorker
@@ -41,8 +42,10 @@ EXIT_CONFIGURATION = 2
 
 
 def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
-    """The tools a worker runs; tests pass a fake resolver, production uses the system's."""
-    return (WebSearchTool(), FetchPageTool(resolver))
+    """The tools a worker runs, sharing one evidence archive writer; tests pass a fake resolver,
+    production uses the system's."""
+    archive = SharedArchive()
+    return (WebSearchTool(archive), FetchPageTool(resolver, archive))
 
 
 def build_worker(settings: Settings, *, burst: bool = False) -> ResearchWorker:

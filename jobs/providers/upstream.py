@@ -24,6 +24,7 @@ was charged once.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -61,6 +62,20 @@ class Answer:
     content_type: str
     body: bytes
     retry_after_s: float | None  # read on retried statuses only
+
+
+@dataclass(frozen=True)
+class Heard:
+    """An answer as received, for the evidence archive: where it came from (no key: that travels
+    in a header, which is not kept) and its body."""
+
+    url: str
+    answer: Answer
+
+
+# The search job that wants its answers (web_search sets it around one search): a context variable,
+# so the providers need not hand their raw answers up through every return.
+HEARD: contextvars.ContextVar[list[Heard] | None] = contextvars.ContextVar("heard", default=None)
 
 
 class Retryable(Exception):
@@ -101,12 +116,16 @@ class Upstream:
         ) as got:
             body = await read_bounded(got, self.peer)
             hint = retry_after_s(got.headers.get("Retry-After")) if got.status in RETRY_STATUSES else None
-            return Answer(
+            answer = Answer(
                 status=got.status,
                 content_type=got.headers.get("Content-Type", ""),
                 body=body,
                 retry_after_s=hint,
             )
+            heard = HEARD.get()
+            if heard is not None:
+                heard.append(Heard(str(got.url), answer))
+            return answer
 
 
 async def read_bounded(response: aiohttp.ClientResponse, peer: str) -> bytes:

@@ -21,6 +21,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 
 import worker.dashboard.decode as decode
 from worker.config import Settings
+from worker.dashboard.archive import ArchiveRow, read_archive
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime import fingerprint
@@ -142,6 +143,7 @@ class Snapshot:
     history: History | None = None
     # None: the hosts backing off could not be listed (see ``backoffs``).
     backoffs: list[Backoff] | None = None
+    archive: list[ArchiveRow] = field(default_factory=list)  # each worker's evidence archive writer
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
     error: str | None = None
@@ -190,6 +192,7 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
         spend=spend,
         history=await read_history(redis, settings.queue_name, now),
         backoffs=await read_backoffs(redis, settings.queue_name, now),
+        archive=await read_archive(redis, settings.queue_name, now),
         partial=partial,
     )
 

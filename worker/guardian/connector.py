@@ -10,10 +10,11 @@ the last line of defense for every connection.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ipaddress
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -75,6 +76,26 @@ class GuardedResolver(AbstractResolver):
             await self._inner.close()
 
 
+# Where a fetch wants to hear the address each of its requests is connected to (the evidence
+# archive's WARC-IP-Address): a list the connector appends to, set by the fetch for its own task.
+CONNECTED: contextvars.ContextVar[list[str | None] | None] = contextvars.ContextVar("connected", default=None)
+
+
+class ReportingConnector(BrowserTCPConnector):
+    """Tells the fetch that asks (``CONNECTED``) the peer address of every connection it is handed,
+    new or reused: the response alone cannot, since a small body read at once releases it."""
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:  # noqa: ASYNC109 (aiohttp's signature)
+        connection = await super().connect(req, traces, timeout)
+        heard = CONNECTED.get()
+        if heard is not None:
+            transport = connection.transport
+            peer = transport.get_extra_info("peername") if transport is not None else None
+            host = peer[0] if isinstance(peer, tuple) and peer and isinstance(peer[0], str) else None
+            heard.append(host.split("%", 1)[0] if host is not None else None)
+        return connection
+
+
 def socket_factory(policy: AddressPolicy) -> aiohttp.connector.SocketFactoryType:
     def create(addr_info: AddrInfoType) -> socket.socket:
         family, type_, proto, _, sockaddr = addr_info
@@ -100,7 +121,7 @@ def guarded_session(
     settings: Settings, policy: AddressPolicy, resolver: AbstractResolver | None = None
 ) -> aiohttp.ClientSession:
     """The fetch path's only session: guarded resolver and sockets, no proxies, no cookies."""
-    connector = BrowserTCPConnector(
+    connector = ReportingConnector(
         resolver=GuardedResolver(policy, resolver),
         socket_factory=socket_factory(policy),
         ssl=tls_context(settings),

@@ -30,6 +30,27 @@ def menu(report_id: str) -> str:
     return f"{PREFIX}menu:{report_id}"
 
 
+def archive_report(report_id: str) -> str:
+    """A list per report: the evidence archive record ids its results cite, in fetch order (JSON
+    entries; expires with the budget window, refreshed on each entry)."""
+    return f"{PREFIX}archive:report:{report_id}"
+
+
+def archive_pointer(queue_name: str, store_id: str, payload: str) -> str:
+    """Where a payload (its SHA-1 in base32) was first stored in one archive store (a hash of the
+    store's identity): the original a revisit refers to (JSON, expires with the original's use)."""
+    return f"{PREFIX}archive:digest:{queue_name}:{store_id}:{payload}"
+
+
+def archive_health(queue_name: str, worker_id: str) -> str:
+    """One worker's archive state for the dashboard (JSON, refreshed while it writes)."""
+    return f"{PREFIX}archive:health:{queue_name}:{worker_id}"
+
+
+def archive_health_pattern(queue_name: str) -> str:
+    return f"{PREFIX}archive:health:{glob_escape(queue_name)}:*"
+
+
 def wake(queue_name: str) -> str:
     """Tokens pushed after each enqueue; an idle worker blocks on this list instead of polling."""
     return f"{PREFIX}wake:{queue_name}"

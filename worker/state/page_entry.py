@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from worker.archive.ids import parse_record_id
 from worker.errors import (
     ConnectionFailed,
     DestinationBlocked,
@@ -64,6 +65,11 @@ class Page:
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
     document: str | None = None  # the kept document with the whole text (worker.state.documents)
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
+    # The evidence of the original fetch, which a cache hit (and a continuation of the kept
+    # document) names as its own: the hex SHA-256 of the body read, and the archive's record id
+    # of that fetch (None: it is not in the archive). See worker.archive.
+    sha256: str = ""
+    archive_record: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,8 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
         or hops is None
         or not (d.get("document") is None or isinstance(d.get("document"), str))
+        or not _is_sha256(d.get("sha256"))
+        or not (d.get("archive_record") is None or parse_record_id(d.get("archive_record")) is not None)
     ):
         return None
     return Page(
@@ -179,6 +187,8 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         hops=hops,
         document=d.get("document"),
         metadata=metadata,
+        sha256=d["sha256"],
+        archive_record=d.get("archive_record"),
     )
 
 
@@ -209,6 +219,14 @@ def _hops(value: object) -> tuple[Hop, ...] | None:
             return None
         hops.append((hop[0], hop[1]))
     return tuple(hops)
+
+
+def _is_sha256(value: object) -> bool:
+    # An entry from a worker before the archive has none: a miss, fetched again with its hash.
+    return isinstance(value, str) and (value == "" or (len(value) == 64 and all(c in _HEX for c in value)))
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def _is_int(value: object) -> bool:

@@ -52,6 +52,8 @@ class WebSearch(TypedDict):
     query: str
     results: list[Citation]
     provider: str
+    archived: NotRequired[bool]  # the provider's answer is in the evidence archive
+    archive_record: NotRequired[str | None]
 
 
 class FetchPage(TypedDict):
@@ -72,6 +74,9 @@ class FetchPage(TypedDict):
     hidden_removed: int
     cached: bool
     format: NotRequired[str]  # "markdown" or "text": the format of ``text``
+    sha256: str  # of the body the reader read (decoded, within the byte cap)
+    archived: bool  # the exchange is in the evidence archive (worker.archive)
+    archive_record: str | None  # its WARC record id; a cache hit names the original fetch's
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
     offset: NotRequired[int]  # where ``text`` starts in the whole document's text
