@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The foundation every part stands on: settings, errors, logs, metrics and the guard.
     ("worker.config", "worker.errors", "worker.logs", "worker.metrics", "worker.guardian"),
     ("worker.net",),
-    ("worker.state", "worker.embedded"),
+    ("worker.state", "worker.embedded", "worker.archive"),
     ("worker.runtime",),
     ("jobs.decoding", "jobs.reader", "jobs.definitions"),
     ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots"),
