@@ -236,6 +236,7 @@ def page_of(target: Target, fetched: Fetched, document: Document) -> Page:
         hidden_removed=document.hidden_removed,
         pages=document.pages,
         pages_read=pages_read if document.pages is not None else None,
+        script_shell=document.script_shell,
     )
 
 
@@ -255,6 +256,8 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
         "links": list(page.links),
         "hidden_removed": page.hidden_removed,
         "cached": cached,
+        "rendered": page.rendered,
+        "script_shell": page.script_shell and not page.rendered,
     }
     if page.pages is not None:
         result["pages"] = page.pages

@@ -137,6 +137,8 @@ SHAPES = {
     "pages": lambda v: v is None or _is_int(v),
     "pages_read": lambda v: v is None or _is_int(v),
     "hops": _is_hops,
+    "rendered": lambda v: isinstance(v, bool),
+    "script_shell": lambda v: isinstance(v, bool),
 }
 
 

@@ -60,6 +60,8 @@ class Page:
     pages: int | None = None  # PDFs only
     pages_read: int | None = None  # PDFs only
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
+    rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
+    script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not all(isinstance(link, str) for link in links)
         or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
         or hops is None
+        or not all(isinstance(d.get(name, False), bool) for name in ("rendered", "script_shell"))
     ):
         return None
     return Page(
@@ -167,6 +170,8 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         pages=d.get("pages"),
         pages_read=d.get("pages_read"),
         hops=hops,
+        rendered=d.get("rendered", False),
+        script_shell=d.get("script_shell", False),
     )
 
 

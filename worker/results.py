@@ -70,6 +70,8 @@ class FetchPage(TypedDict):
     links: list[str]
     hidden_removed: int
     cached: bool
+    rendered: bool  # a browser rendered the page for this result
+    script_shell: bool  # nearly empty because its scripts build it, and it was not rendered
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
 

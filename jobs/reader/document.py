@@ -31,6 +31,7 @@ from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import join_blocks, select_full, select_main
 from jobs.reader.pdf import read_pdf
 from jobs.reader.reduce import Reducer, Reduction
+from jobs.reader.script_shell import is_script_shell
 from worker.errors import UnsupportedContentType
 
 LINK_BATCH = 100
@@ -50,6 +51,7 @@ class Document:
     pages: int | None = None  # PDFs: the document's page count
     pages_read: int | None = None  # PDFs: pages whose text was extracted (all, unless cut at max_chars)
     unresolved_links: int = 0  # links (and a <base href>) the URL parser could not read: dropped
+    script_shell: bool = False  # HTML: nearly no text, and the markup of an app built by its scripts
 
 
 async def build_document(
@@ -110,7 +112,13 @@ async def build_document(
         hidden_removed=reduction.hidden_removed,
         extraction=selection.extraction,
         unresolved_links=resolver.unresolved,
+        script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
     )
+
+
+def readable_chars(reduction: Reduction) -> int:
+    """Characters of all the page's readable text (not only its main content), the title aside."""
+    return sum(len(block.text) for block in reduction.blocks)
 
 
 def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:

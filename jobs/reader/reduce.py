@@ -16,12 +16,13 @@ CPU budget.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobs.reader import elements as el
 from jobs.reader.blocks import Block, BlockWriter, Container, Context
 from jobs.reader.foreign import ForeignContent
 from jobs.reader.open_elements import MATH, SVG, OpenElements
+from jobs.reader.script_shell import ShellSignals
 from jobs.reader.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 from jobs.reader.visibility import SelectDisplay, hiding_bits
 from jobs.reader.vocabulary import (
@@ -58,6 +59,7 @@ class Reduction:
     base_href: str | None
     hidden_removed: int
     complete: bool  # False when stopped early: the CPU budget, or the block cap
+    shell: ShellSignals = field(default_factory=ShellSignals)  # the app-shell signals of the markup
 
 
 class Reducer:
@@ -78,6 +80,7 @@ class Reducer:
         self._hint_cache: dict[str, int] = {}
         self._finished = False
         self._complete = False
+        self._shell = ShellSignals()
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -133,9 +136,11 @@ class Reducer:
             base_href=self._base_href,
             hidden_removed=writer.hidden + invisible,
             complete=self._complete,
+            shell=self._shell,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
+        self._shell.start(name, attrs)
         stack = self._stack
         entries = stack.entries
         foreign = self._foreign
