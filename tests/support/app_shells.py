@@ -105,7 +105,9 @@ SHELLS: dict[str, str] = {
 # Short pages that are not shells: a script, little text, but nothing a framework mounts on.
 NOT_SHELLS: dict[str, str] = {
     "short-static": "<html><head><title>Moved</title></head><body><p>This page moved.</p></body></html>",
-    "gallery": '<html><body><img src="a.jpg"><img src="b.jpg"><script src="/lightbox.js"></script></body></html>',
+    "gallery": (
+        '<html><body><img src="a.jpg"><img src="b.jpg"><script src="/lightbox.js"></script></body></html>'
+    ),
     "analytics-only": (
         "<html><body><p>Short note.</p><script>window.dataLayer=[];</script>"
         '<noscript><img src="https://example.org/pixel.gif"></noscript></body></html>'
