@@ -16,9 +16,9 @@ document says ``script_shell`` when the readable text is nearly empty *and* the 
 - a ``<noscript>`` (its text is skipped unread, as a browser with scripting on skips it).
 
 A shell needs a script and one of a mount point, a marker, or a noscript beside a bundle. A
-page of little text with none of them (an image gallery, a redirect stub) is just a short page; an article whose
-framework rendered it on the server has its text, so it is not a shell, however many markers
-it has.
+page of little text with none of them (an image gallery, a redirect stub) is just a short page;
+an article whose framework rendered it on the server has its text, so it is not a shell, however
+many markers it has.
 """
 
 from __future__ import annotations
