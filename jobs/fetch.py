@@ -25,11 +25,19 @@ from aiohttp.abc import AbstractResolver
 
 from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
 from jobs.reader.document import Document, build_document
+from jobs.render.delegate import render_on_worker
 from worker.budget import Tool
 from worker.cache_control import may_store
-from worker.config import Settings
+from worker.config import RenderMode, Settings
 from worker.context import JobContext, Runtime
-from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
+from worker.errors import (
+    GuardianRefusal,
+    HttpStatus,
+    InvalidRequest,
+    ResearchError,
+    Timeout,
+    UrlNotInMenu,
+)
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
@@ -55,6 +63,7 @@ class FetchRequest:
     url: str
     extract: str
     fresh: bool
+    render: bool = False
 
     @classmethod
     def parse(cls, args: Mapping[str, Any]) -> FetchRequest:
@@ -77,7 +86,10 @@ class FetchRequest:
         fresh = args.get("fresh", False)
         if not isinstance(fresh, bool):
             raise InvalidRequest(f"fresh must be true or false, not {type(fresh).__name__}")
-        return cls(url=url.strip(), extract=str(extract), fresh=fresh)
+        render = args.get("render", False)
+        if not isinstance(render, bool):
+            raise InvalidRequest(f"render must be true or false, not {type(render).__name__}")
+        return cls(url=url.strip(), extract=str(extract), fresh=fresh, render=render)
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,7 @@ class FetchPageTool:
     resolver, production uses the system's."""
 
     name = "fetch_page"
-    params = ("url", "extract", "fresh")
+    params = ("url", "extract", "fresh", "render")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
@@ -139,6 +151,8 @@ class FetchPageTool:
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments)
+        if request.render and job.settings.render is RenderMode.OFF:
+            raise InvalidRequest("this deployment has rendering off: fetch the page without render")
         parts = self._started()
         until = job.deadline - DEADLINE_MARGIN_S
         metrics = job.runtime.metrics
@@ -147,20 +161,27 @@ class FetchPageTool:
             target = check_url(request.url, parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
             await job.charge(Tool.FETCH)
-            served = await parts.pages.serve(
-                target,
-                request.extract,
-                fresh=request.fresh,
-                until=until,
-                may_follow=menu_rule(menu, job.report_id),
-                fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
-            )
+            if request.render:
+                await job.charge(Tool.RENDER)
+                page, cached = await render_on_worker(job, target, request.extract, until), False
+            else:
+                served = await parts.pages.serve(
+                    target,
+                    request.extract,
+                    fresh=request.fresh,
+                    until=until,
+                    may_follow=menu_rule(menu, job.report_id),
+                    fetch=functools.partial(self._fetch_and_read, job, target, request.extract, until=until),
+                )
+                page, cached = served.page, served.cached
+                if page.script_shell and job.settings.render is RenderMode.AUTO:
+                    page, cached = await auto_render(job, target, request.extract, until, page, cached)
         except GuardianRefusal as refusal:
             metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
-        if served.page.links:
-            await menu.record(job.report_id, served.page.links, already_canonical=True)
-        return page_fields(served.page, cached=served.cached)
+        if page.links:
+            await menu.record(job.report_id, page.links, already_canonical=True)
+        return page_fields(page, cached=cached)
 
     async def _fetch_and_read(
         self, job: JobContext, target: Target, extract: str, may_follow: HopRule, until: float
@@ -263,6 +284,23 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
         result["pages"] = page.pages
         result["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
     return result
+
+
+async def auto_render(
+    job: JobContext, target: Target, extract: str, until: float, page: Page, cached: bool
+) -> tuple[Page, bool]:
+    """RESEARCH_RENDER=auto: a script shell is rendered unasked while the render budget lasts; when
+    it cannot be (no budget, no render worker, a failed render) the static page stands, and says
+    ``script_shell``."""
+    try:
+        await job.charge(Tool.RENDER)
+        return await render_on_worker(job, target, extract, until), False
+    except ResearchError as failure:
+        log.info(
+            "a script shell was not rendered",
+            extra=fields(job_id=job.job_id, host=target.host, kind=failure.kind.value),
+        )
+        return page, cached
 
 
 async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class Tool(StrEnum):
     SEARCH = "search"
     FETCH = "fetch"
+    RENDER = "render"  # charged besides the fetch a render also is (RESEARCH_RENDER_BUDGET)
 
 
 # KEYS[1]: the report's budget hash. ARGV: tool, limit, window seconds, job id.
@@ -68,7 +69,11 @@ class Budgets:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self._redis = redis
         self._window_s = settings.budget_window_s
-        self._limits = {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
+        self._limits = {
+            Tool.SEARCH: settings.search_budget,
+            Tool.FETCH: settings.fetch_budget,
+            Tool.RENDER: settings.render_budget,
+        }
         self._script = redis.register_script(CHARGE_SCRIPT)
 
     def limit(self, tool: Tool) -> int:
@@ -76,8 +81,11 @@ class Budgets:
 
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
         limit = self._limits[tool]
+        # The script remembers one charge per marker; a render is a second charge of the same job
+        # (its fetch is the first), so it is remembered under a marker of its own.
+        marker = job_id if tool is not Tool.RENDER else f"{job_id}:{tool.value}"
         raw = await self._script(
-            keys=[keys.budget(report_id)], args=[tool.value, limit, self._window_s, job_id]
+            keys=[keys.budget(report_id)], args=[tool.value, limit, self._window_s, marker]
         )
         allowed, used, again = cast(list[int], raw)
         return Charge(bool(allowed), int(used), limit, bool(again))
