@@ -44,14 +44,15 @@ UNPRIVILEGED_UID = 65534  # nobody
 UNPRIVILEGED_GID = 65534  # nogroup
 MAX_OPEN_FILES = 4096
 WATCH_INTERVAL_S = 0.2
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 FLAGS = (
     "--disable-quic",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--enforce-webrtc-ip-permission-check",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
+    # Every name goes to the proxy unresolved; the rules map anything the browser would resolve
+    # itself to nothing, except the proxy's own address (rules match IP literals too).
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     "--dns-prefetch-disable",
     "--disable-background-networking",
     "--disable-component-update",
@@ -252,10 +253,15 @@ def tree_of(pid: int) -> list[int]:
 
 
 def resident_bytes(pids: list[int]) -> int:
+    """The tree's proportional set size: shared pages (the browser's own code, mapped by every
+    process of it) are counted once across the tree, not once per process as RSS would."""
     total = 0
     for pid in pids:
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
         except (OSError, ValueError, IndexError):
             continue
     return total

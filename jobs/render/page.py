@@ -12,7 +12,9 @@ table here, then the proxy:
   before it is made; the proxy would refuse it as well;
 - popups are closed as they open (``--block-new-web-contents`` stops most before that);
 - the rest (subresources, frames, XHR and fetch, EventSource, WebSocket) is a CONNECT tunnel the
-  proxy judges: resolved and pinned like a fetch, 443-style ports, TLS only, counted.
+  proxy judges: resolved and pinned like a fetch, 443-style ports, TLS only, counted; the proxy
+  opens tunnels only to hosts the page's own requests named here, so the browser's background
+  traffic (sign-in, updates), which no flag quite silences, goes nowhere.
 
 The page gets until its ``load`` (bounded), then a short quiet period for the requests its scripts
 start, then its DOM is read: elements whose computed style is ``display: none`` and text whose
@@ -29,19 +31,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobs.render.browser import BrowserLauncher, Limits, Watch
-from worker.errors import ResearchError, Timeout, UnsupportedContentType
+from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
 from worker.guardian.egress_proxy import EgressBounds, EgressLog, EgressProxy
+from worker.guardian.urls import parse_https_url
 
 if TYPE_CHECKING:
     from aiohttp.abc import AbstractResolver
-    from playwright.async_api import Page, Playwright, Request, Route
+    from playwright.async_api import Page, Playwright, Request, Route, WebSocketRoute
 
     from worker.guardian.policy import AddressPolicy
 
-# Of the render's wall clock: the share the page gets to reach ``load``, the quiet period after it
-# (no request in flight) and what is kept for reading the DOM back.
-LOAD_SHARE = 0.6
-QUIET_S = 0.5
+# Of the render's wall clock: what is kept back from the load for the read; the longest wait
+# after load for its scripts' requests; the bound on reading the DOM back.
+READ_RESERVE_S = 1.5
 QUIET_MAX_S = 2.0
 READ_S = 3.0
 HTTPS = "https:"
@@ -125,10 +127,13 @@ class PageRenderer:
         """Raise Timeout when the page did not let itself be read in time, UnsupportedContentType
         when it needed more memory than a render may have (its renderer crashed or was killed)."""
         started = time.monotonic()
+        deadline = asyncio.get_running_loop().time() + seconds
+        asked: set[tuple[str, int]] = set()  # (host, port) the page's own requests named
         proxy = EgressProxy(
             self._policy,
             EgressBounds(bounds.max_requests, bounds.max_bytes, bounds.ports),
             self._resolver,
+            admits=lambda host, port: (host, port) in asked,
         )
         watch = Watch()
         refused: list[str] = []
@@ -140,8 +145,10 @@ class PageRenderer:
                 ) as context:
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
-                    await page.route("**/*", _Router(page, url, body, content_type, refused).handle)
-                    html, hidden, cut, settled = await self._load_and_read(page, url, bounds, seconds)
+                    router = _Router(page, body, content_type, refused, asked)
+                    await page.route("**/*", router.handle)
+                    await page.route_web_socket("**/*", router.handle_web_socket)
+                    html, hidden, cut, settled = await self._load_and_read(page, url, bounds, deadline)
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
         except ResearchError:
@@ -176,23 +183,36 @@ class PageRenderer:
         )
 
     async def _load_and_read(
-        self, page: Page, url: str, bounds: RenderBounds, seconds: float
+        self, page: Page, url: str, bounds: RenderBounds, deadline: float
     ) -> tuple[str, int, bool, bool]:
-        load_ms = max(500.0, seconds * LOAD_SHARE * 1000)
+        """Load, wait for quiet, read; every wait within what is left before ``deadline`` (loop
+        time), keeping enough for the read."""
+        loop = asyncio.get_running_loop()
+
+        def left(keep: float) -> float:
+            return max(0.2, deadline - loop.time() - keep)
+
         settled = True
         try:
-            await page.goto(url, wait_until="load", timeout=load_ms)
+            await page.goto(url, wait_until="load", timeout=left(READ_RESERVE_S) * 1000)
         except Exception:
             # A page that never finishes loading is read as far as it got; a crashed one fails
             # the read below.
             settled = False
+            with contextlib.suppress(Exception):  # at least the document itself, if time allows
+                await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
         if settled:
+            # The requests its scripts start after load (the app's data): until none was in
+            # flight for 500 ms, or the bound.
             with contextlib.suppress(Exception):
-                await page.wait_for_load_state("networkidle", timeout=QUIET_MAX_S * 1000)
-            await asyncio.sleep(QUIET_S)
+                await page.wait_for_load_state(
+                    "networkidle", timeout=min(QUIET_MAX_S, left(READ_RESERVE_S)) * 1000
+                )
         # A page whose scripts hold its main thread forever never answers: the read has its own bound.
         try:
-            html, hidden, cut = await asyncio.wait_for(page.evaluate(READ_DOM, bounds.dom_bytes), READ_S)
+            html, hidden, cut = await asyncio.wait_for(
+                page.evaluate(READ_DOM, bounds.dom_bytes), min(READ_S, left(0.1))
+            )
         except TimeoutError:
             raise Timeout("the page's scripts did not let it be read (its main thread stayed busy)") from None
         return str(html), int(hidden), bool(cut), settled
@@ -201,9 +221,11 @@ class PageRenderer:
 class _Router:
     """The browser-side rules for every request the page makes, before the proxy sees it."""
 
-    def __init__(self, page: Page, url: str, body: bytes, content_type: str, refused: list[str]) -> None:
+    def __init__(
+        self, page: Page, body: bytes, content_type: str, refused: list[str], asked: set[tuple[str, int]]
+    ) -> None:
         self._page = page
-        self._url = url
+        self._asked = asked
         self._body = body
         self._content_type = content_type
         self._refused = refused
@@ -218,14 +240,37 @@ class _Router:
                         status=200, headers={"content-type": self._content_type}, body=self._body
                     )
                     return
+                # Answered "204 No Content": the browser keeps the page it has. (An aborted
+                # navigation would replace it with an error page.)
                 self._refused.append("navigation")
-                await route.abort("blockedbyclient")
+                await route.fulfill(status=204, body=b"")
                 return
-            if not request.url.startswith(HTTPS):
-                self._refused.append("scheme")
+            if not self._ask(request.url):
                 await route.abort("blockedbyclient")
                 return
             await route.continue_()
+
+    async def handle_web_socket(self, socket: WebSocketRoute) -> None:
+        with contextlib.suppress(Exception):
+            if socket.url.startswith("wss:") and self._ask("https:" + socket.url[4:]):
+                socket.connect_to_server()
+                return
+            if not socket.url.startswith("wss:"):
+                self._refused.append("scheme")
+            await socket.close(code=1008, reason="refused")
+
+    def _ask(self, url: str) -> bool:
+        """Admit the request's host to the proxy, if the URL is one a fetch could ask for."""
+        if not url.startswith(HTTPS):
+            self._refused.append("scheme")
+            return False
+        try:
+            target = parse_https_url(url)
+        except GuardianRefusal:
+            self._refused.append("url")
+            return False
+        self._asked.add((target.host, target.port))
+        return True
 
 
 def _close_popup(popup: Page, refused: list[str]) -> None:

@@ -17,7 +17,10 @@ a ``CONNECT host:port`` and gets the judgement a fetch gets:
 - anything but CONNECT (a plain ``GET http://...``, which is how a browser sends http through a
   proxy) is refused with 403, so no http: request ever leaves;
 - every tunnel and every byte (both directions) counts against the render's bounds; past them the
-  proxy refuses new tunnels and cuts the open ones.
+  proxy refuses new tunnels and cuts the open ones;
+- with an ``admits`` rule (the render's: hosts the page itself asked for, as its browser-side route
+  table saw them), a tunnel nobody on the page asked for (the browser's own background traffic:
+  sign-in, updates) is refused too.
 
 One proxy serves one render, so its counts are that render's. What it refused is kept (as
 reasons, never page-chosen text beyond the validated host) for the render's log and the tests.
@@ -29,7 +32,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp.abc import AbstractResolver
@@ -81,7 +84,9 @@ class EgressProxy:
         bounds: EgressBounds,
         resolver: AbstractResolver | None = None,
         host: str = "127.0.0.1",
+        admits: Callable[[str, int], bool] | None = None,
     ) -> None:
+        self._admits = admits
         self._policy = policy
         self._bounds = bounds
         self._resolver = GuardedResolver(policy, resolver)
@@ -190,6 +195,10 @@ class EgressProxy:
         shown = f"{target.host}:{target.port}"
         if target.port not in self._bounds.ports:
             self.log.refuse(shown, "port")
+            await _answer(writer, 403, "refused by the guardian")
+            return None
+        if self._admits is not None and not self._admits(target.host, target.port):
+            self.log.refuse(shown, "not_from_page")
             await _answer(writer, 403, "refused by the guardian")
             return None
         if self.log.tunnels >= self._bounds.max_requests or self.log.over_bounds:
