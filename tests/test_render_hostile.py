@@ -7,17 +7,15 @@ The default run renders each channel's page once; ``chaos`` adds the long and th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import functools
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from playwright.async_api import Playwright
 
-from jobs.render.page import Rendered
+from jobs.render.page import PageRenderer, Rendered
 from tests.support.hostile_render import RAN, Traps, channels, hostile_world, resolver
-from jobs.render.page import PageRenderer
 from tests.support.rendering import bounds, driver, needs_chromium, renderer
 from tests.support.tls import TestCA
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import functools
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from playwright.async_api import Playwright
 
 from jobs.reader.document import build_document
-from jobs.render.page import Rendered
+from jobs.render.page import PageRenderer, Rendered
 from tests.support.hostile_render import APP_SHELL, APP_TEXT, Traps, hostile_world, resolver
-from jobs.render.page import PageRenderer
 from tests.support.rendering import bounds, driver, needs_chromium, renderer
 from tests.support.tls import TestCA
 from worker.errors import Timeout, UnsupportedContentType
@@ -81,7 +79,10 @@ async def test_a_page_that_spins_the_cpu_forever_ends_in_timeout(ca: TestCA, wor
 async def test_a_page_that_allocates_without_end_is_stopped_at_the_memory_bound(
     ca: TestCA, world: Traps
 ) -> None:
-    hog = "<html><body><script>const a=[];for(;;){a.push(new Array(1e6).fill(Math.random()))}</script></body></html>"
+    hog = (
+        "<html><body><script>const a=[];"
+        "for(;;){a.push(new Array(1e6).fill(Math.random()))}</script></body></html>"
+    )
     with pytest.raises((UnsupportedContentType, Timeout)) as stopped:
         await world.render(hog, seconds=8, memory_bytes=512 * 2**20)
     assert (

@@ -119,7 +119,8 @@ def channels(t: Traps) -> dict[str, str]:
         ),
         "service-worker": page(
             "",
-            "<script>navigator.serviceWorker && navigator.serviceWorker.register('/sw.js').catch(()=>0)</script>",
+            "<script>navigator.serviceWorker && "
+            "navigator.serviceWorker.register('/sw.js').catch(()=>0)</script>",
         ),
         "window-open": page("", script("try{window.open(U + '/popup')}catch(e){};")),
         "meta-refresh": page(f'<meta http-equiv="refresh" content="0;url={trap}/refresh">', ""),
@@ -167,7 +168,8 @@ APP_SCRIPT = (
 APP_SHELL = (
     "<!doctype html><html><head><title>Registry</title><style>.offscreen-note{display:none}</style>"
     '<script type="module" src="/app.js"></script></head>'
-    '<body><noscript>You need to enable JavaScript to run this app.</noscript><div id="root"></div></body></html>'
+    "<body><noscript>You need to enable JavaScript to run this app.</noscript>"
+    '<div id="root"></div></body></html>'
 )
 
 SERVICE_WORKER = (
