@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         log.info(
             "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
         )
-        build_worker(settings, burst=args.burst).run()
+        build_worker(settings, burst=args.burst, render=args.render).run()
     return Exit.OK
 
 
@@ -148,7 +148,20 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
         _run_job(
             args,
             settings,
-            lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
+            lambda client: (
+                client.run(  # render is an argument the client's fetch() does not name
+                    "fetch_page",
+                    {
+                        "report_id": report_id,
+                        "url": args.url,
+                        "extract": args.extract,
+                        "fresh": args.fresh,
+                        "render": True,
+                    },
+                )
+                if args.render
+                else client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh)
+            ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
             what="fetch_page",
@@ -407,10 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = command(
         "run",
         "run a worker (with its own embedded Redis when REDIS_URL is unset and none answers)",
-        "  research-worker run\n  REDIS_URL=redis://redis:6379/0 research-worker run --burst",
+        "  research-worker run\n  REDIS_URL=redis://redis:6379/0 research-worker run --burst\n"
+        "  RESEARCH_RENDER=on research-worker run --render",
         cmd_run,
     )
     run.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    run.add_argument(
+        "--render",
+        action="store_true",
+        help="run a render worker: headless Chromium for fetch_page's render (docs/render.md)",
+    )
 
     fetch = command(
         "fetch",
@@ -428,6 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
     )
     fetch.add_argument("--fresh", action="store_true", help="skip the shared page cache")
+    fetch.add_argument(
+        "--render",
+        action="store_true",
+        help="read the page in a render worker's browser (RESEARCH_RENDER on)",
+    )
     _waiting_options(fetch)
 
     search = command(

@@ -41,6 +41,8 @@ from worker.results import About, FetchPage
 log = logging.getLogger("research.render")
 
 NAME = "render_page"
+# Browsers one render worker runs at once: each is several processes and a few hundred MB.
+RENDER_SLOTS = 2
 # What the render leaves for the reduction and the result, of the fetch's remaining time.
 REDUCE_RESERVE_S = 1.5
 MIN_RENDER_S = 2.0
