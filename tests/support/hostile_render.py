@@ -203,6 +203,8 @@ async def hostile_world(ca: TestCA) -> AsyncIterator[Traps]:
             raise web.HTTPFound(where)
         if request.path.startswith("/hang"):
             await traps.release.wait()  # a subresource that never arrives: load never fires
+        if request.path == "/shell":
+            return web.Response(text=APP_SHELL, content_type="text/html")
         if request.path == "/app.js":
             return web.Response(text=APP_SCRIPT, content_type="application/javascript")
         if request.path == "/api/filing":

@@ -23,14 +23,15 @@ if TYPE_CHECKING:
 CHROMIUM = shutil.which("chromium")
 POLICY = AddressPolicy([ipaddress.ip_network("127.0.0.1/32")])
 
-needs_chromium = [
+browser_only = [
     pytest.mark.browser,
-    pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.skipif(
         CHROMIUM is None or shutil.which("certutil") is None,
         reason="needs Debian's chromium and certutil (apt-get install chromium libnss3-tools)",
     ),
 ]
+# The page-level suites share one Playwright driver per module, so their tests run in its loop.
+needs_chromium = [*browser_only, pytest.mark.asyncio(loop_scope="module")]
 
 
 def bounds(port: int, **changes: int) -> RenderBounds:
