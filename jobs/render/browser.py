@@ -102,6 +102,7 @@ class Limits:
 
 @dataclass
 class Watch:
+    pid: int | None = None  # the browser's, which is also its process group's
     peak_bytes: int = 0
     killed_for_memory: bool = False
 
@@ -290,6 +291,7 @@ async def _watch(pid_file: Path, memory_bytes: int, watch: Watch) -> None:
         pid = _browser_pid(pid_file)
         if pid is None:
             continue
+        watch.pid = pid
         used = await asyncio.to_thread(_tree_resident_bytes, pid)
         watch.peak_bytes = max(watch.peak_bytes, used)
         if used > memory_bytes:
