@@ -111,8 +111,10 @@ async def test_a_page_that_never_finishes_loading_is_read_as_far_as_it_got(ca: T
     assert rendered.truncated  # read before the page settled
 
 
+@pytest.mark.chaos  # the proxy's own bound is tested without a browser (tests/test_egress_proxy.py)
 async def test_requests_past_the_bound_are_refused(ca: TestCA, world: Traps) -> None:
     page = "<html><body>" + "".join(f'<img src="/i{i}.png">' for i in range(40)) + "</body></html>"
     rendered = await world.render(page, max_requests=3)
-    assert rendered.egress.tunnels <= 3
-    assert any("request_bound" in r for r in rendered.egress.refused) or rendered.egress.tunnels <= 3
+    # Chromium opens up to six connections to one host for forty images: three are allowed.
+    assert rendered.egress.tunnels == 3
+    assert any("request_bound" in r for r in rendered.egress.refused)

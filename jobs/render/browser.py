@@ -114,6 +114,7 @@ class BrowserLauncher:
         self._chromium = find_chromium(chromium)
         self._ca_bundle = ca_bundle
         self._drop = os.geteuid() == 0
+        self._trust_store: Path | None = None
         if ca_bundle is not None and certutil() is None:
             raise BrowserMissing(
                 "RESEARCH_CA_BUNDLE needs certutil (libnss3-tools) for the browser to trust it"
@@ -161,6 +162,9 @@ class BrowserLauncher:
             try:
                 yield context
             finally:
+                # Nothing of the browser is kept (fresh profile per render), so it is not asked to
+                # close: its tree is killed, and Playwright told afterwards.
+                kill_tree(pid_file)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(context.close(), 2.0)
         finally:
@@ -181,7 +185,11 @@ class BrowserLauncher:
         launcher.write_text(self._script(home / "browser.pid", limits))
         launcher.chmod(0o700)
         if self._ca_bundle is not None:
-            _trust(profile, self._ca_bundle)
+            if self._trust_store is None:
+                self._trust_store = Path(tempfile.mkdtemp(prefix="research-render-trust-"))
+                _trust(self._trust_store, self._ca_bundle)
+            # A copy of the one store built at the first render: certutil costs a few hundred ms.
+            shutil.copytree(self._trust_store / ".pki", profile / ".pki")
         if self._drop:
             _give(profile, UNPRIVILEGED_UID, UNPRIVILEGED_GID)
         return home
