@@ -31,3 +31,5 @@ bench:
 	$(PY) bench/scale.py
 	$(PY) bench/cli_fail_fast.py
 	$(PY) bench/dashboard_writes.py
+	$(PY) bench/script_shell.py
+	$(PY) bench/render.py
