@@ -420,8 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = command(
         "run",
         "run a worker (with its own embedded Redis when REDIS_URL is unset and none answers)",
-        "  research-worker run\n  REDIS_URL=redis://redis:6379/0 research-worker run --burst\n"
-        "  RESEARCH_RENDER=on research-worker run --render",
+        "  REDIS_URL=redis://redis:6379/0 research-worker run --burst\n  research-worker run --render",
         cmd_run,
     )
     run.add_argument("--burst", action="store_true", help="exit once the queue is empty")
