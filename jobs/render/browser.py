@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 UNPRIVILEGED_UID = 65534  # nobody
 UNPRIVILEGED_GID = 65534  # nogroup
 MAX_OPEN_FILES = 4096
+# The browser's whole environment is ours (none of the worker's variables, secrets included, reach
+# a process that runs pages): the system's folders only; the launcher names its tools by path.
+BROWSER_PATH = "/usr/local/bin:/usr/bin:/bin"
 WATCH_INTERVAL_S = 0.2
 
 FLAGS = (
@@ -114,6 +117,9 @@ class BrowserLauncher:
         self._chromium = find_chromium(chromium)
         self._ca_bundle = ca_bundle
         self._drop = os.geteuid() == 0
+        self._prlimit, self._setpriv = shutil.which("prlimit"), shutil.which("setpriv")
+        if self._prlimit is None or self._setpriv is None:
+            raise BrowserMissing("rendering needs prlimit and setpriv (util-linux) to bound the browser")
         self._trust_store: Path | None = None
         if ca_bundle is not None and certutil() is None:
             raise BrowserMissing(
@@ -132,7 +138,7 @@ class BrowserLauncher:
             "XDG_CONFIG_HOME": str(profile / ".config"),
             "XDG_CACHE_HOME": str(profile / ".cache"),
             "TMPDIR": str(profile),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": BROWSER_PATH,
             "LANG": "C.UTF-8",
         }
         heap_mb = max(64, limits.memory_bytes // (4 * 1024 * 1024))
@@ -196,12 +202,14 @@ class BrowserLauncher:
 
     def _script(self, pid_file: Path, limits: Limits) -> str:
         cpu_s = int(limits.seconds) + 2
-        limit = f"prlimit --cpu={cpu_s} --nofile={MAX_OPEN_FILES} --core=0 --"
+        assert self._prlimit is not None and self._setpriv is not None
+        limit = f"{shlex.quote(self._prlimit)} --cpu={cpu_s} --nofile={MAX_OPEN_FILES} --core=0 --"
+        setpriv = shlex.quote(self._setpriv)
         drop = (
-            f"setpriv --reuid={UNPRIVILEGED_UID} --regid={UNPRIVILEGED_GID} --clear-groups "
+            f"{setpriv} --reuid={UNPRIVILEGED_UID} --regid={UNPRIVILEGED_GID} --clear-groups "
             "--inh-caps=-all --bounding-set=-all --no-new-privs --"
             if self._drop
-            else "setpriv --no-new-privs --"
+            else f"{setpriv} --no-new-privs --"
         )
         return (
             "#!/bin/sh\n"
