@@ -131,3 +131,21 @@ class TestWithARenderWorker:
         assert APP_TEXT in first["text"]
         assert second["ok"] is True
         assert (second["rendered"], second["script_shell"]) == (False, True)
+
+    async def test_the_documents_redirects_follow_the_fetchs_hop_rules(
+        self, settings: Settings, ca: TestCA, token: str, report: str, world: Traps
+    ) -> None:
+        configured = _settings(settings, ca, RenderMode.ON, url_menu=True)
+        urls = {name: f"{world.site}/redirect/{name}" for name in ("address", "name", "http", "other-site")}
+        async with deployment(configured, token, render_worker=True) as client:
+            # The name's target is on the menu, so the address is what refuses it, not the menu.
+            await client.seed_urls(report, [*urls.values(), f"https://internal.test:{world.site_port}/r"])
+            results = {name: await _fetch(client, report, url, render=True) for name, url in urls.items()}
+        kinds = {name: result["error"]["kind"] for name, result in results.items()}
+        assert kinds == {
+            "address": "destination_blocked",
+            "name": "destination_blocked",
+            "http": "scheme_not_allowed",
+            "other-site": "url_not_in_menu",
+        }
+        assert world.reached == []

@@ -29,10 +29,11 @@ from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
 from worker.config import ConfigError, Settings
 from worker.context import JobContext, Runtime
-from worker.errors import InvalidRequest, UnsupportedContentType
+from worker.errors import GuardianRefusal, InvalidRequest, UnsupportedContentType
 from worker.guardian.connector import guarded_session
 from worker.guardian.egress_proxy import HTTPS_PORTS
 from worker.guardian.policy import AddressPolicy
+from worker.guardian.reasons import Reason
 from worker.guardian.urls import canonical_url, check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
@@ -41,6 +42,7 @@ from worker.results import About, FetchPage
 log = logging.getLogger("research.render")
 
 NAME = "render_page"
+ADDRESS_REASONS = frozenset(reason.value for reason in Reason)
 # Browsers one render worker runs at once: each is several processes and a few hundred MB.
 RENDER_SLOTS = 2
 # What the render leaves for the reduction and the result, of the fetch's remaining time.
@@ -100,11 +102,15 @@ class RenderPageTool:
         loop = asyncio.get_running_loop()
         # Within the fetch job's own deadline (it waits for this result), and within this job's.
         until = min(job.deadline, loop.time() + (deadline_at - time.time())) - REDUCE_RESERVE_S
-        target = check_url(url, self._fetcher.policy)
-        await require_on_menu(menu, job.report_id, target)
-        seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
-        async with time_bound(seconds, target):
-            fetched = await self._fetcher.get(target, menu_rule(menu, job.report_id))
+        try:
+            target = check_url(url, self._fetcher.policy)
+            await require_on_menu(menu, job.report_id, target)
+            seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
+            async with time_bound(seconds, target):
+                fetched = await self._fetcher.get(target, menu_rule(menu, job.report_id))
+        except GuardianRefusal as refusal:
+            job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
+            raise
         essence = parse_content_type(fetched.content_type)
         if essence is None or essence.essence not in HTML_TYPES:
             raise UnsupportedContentType("only HTML pages are rendered; fetch this one without render")
@@ -121,6 +127,11 @@ class RenderPageTool:
         rendered = await self._renderer.render(
             fetched.final.url, fetched.body, fetched.content_type or "text/html", bounds, render_s
         )
+        for refused in rendered.egress.refused:
+            # The proxy's refusals by the address policy's reasons, beside the fetches' own.
+            reason = refused.rsplit(" ", 1)[-1]
+            if reason in ADDRESS_REASONS:
+                job.runtime.metrics.guardian_refusals.labels(reason).inc()
         log.info(
             "rendered",
             extra=fields(

@@ -199,6 +199,7 @@ async def hostile_world(ca: TestCA) -> AsyncIterator[Traps]:
                 "address": f"https://127.0.0.2:{traps.site_port}/r",
                 "name": f"https://internal.test:{traps.site_port}/r",
                 "http": f"http://127.0.0.1:{traps.http_port}/r",
+                "other-site": f"https://site.test:{traps.site_port}/shell",
             }[request.path.rsplit("/", 1)[1]]
             raise web.HTTPFound(where)
         if request.path.startswith("/hang"):
