@@ -37,7 +37,8 @@ async def test_the_browser_runs_unprivileged_in_its_own_group_and_its_whole_tree
 ) -> None:
     assert CHROMIUM is not None
     watch = Watch()
-    async with BrowserLauncher(CHROMIUM, str(ca.bundle)).launch(
+    launcher = BrowserLauncher(CHROMIUM, str(ca.bundle))
+    async with launcher.launch(
         playwright, "http://127.0.0.1:9", Limits(seconds=10, memory_bytes=2**30), watch
     ) as context:
         page = context.pages[0] if context.pages else await context.new_page()
@@ -59,6 +60,12 @@ async def test_the_browser_runs_unprivileged_in_its_own_group_and_its_whole_tree
             else:
                 assert "0" not in uids
             assert _status(pid, "NoNewPrivs") == ["1"]
+        # Where user namespaces allow it (here they do, as root or not), Chromium's own sandbox runs.
+        commands = [
+            Path(f"/proc/{pid}/cmdline").read_bytes() for pid in tree if Path(f"/proc/{pid}").exists()
+        ]
+        assert launcher.sandboxed is not None
+        assert any(b"--no-sandbox" in command for command in commands) == (not launcher.sandboxed)
     await asyncio.sleep(0.2)
     alive = [pid for pid in tree if Path(f"/proc/{pid}").exists() and _status(pid, "State")[:1] != ["Z"]]
     assert alive == []

@@ -73,7 +73,7 @@ async def test_the_serialized_dom_stops_at_the_byte_cap(ca: TestCA, world: Traps
 
 async def test_a_page_that_spins_the_cpu_forever_ends_in_timeout(ca: TestCA, world: Traps) -> None:
     with pytest.raises(Timeout):
-        await world.render("<html><body><p>x</p><script>for(;;){}</script></body></html>", seconds=4)
+        await world.render("<html><body><p>x</p><script>for(;;){}</script></body></html>", seconds=6)
 
 
 async def test_a_page_that_allocates_without_end_is_stopped_at_the_memory_bound(
@@ -83,13 +83,9 @@ async def test_a_page_that_allocates_without_end_is_stopped_at_the_memory_bound(
         "<html><body><script>const a=[];"
         "for(;;){a.push(new Array(1e6).fill(Math.random()))}</script></body></html>"
     )
-    with pytest.raises((UnsupportedContentType, Timeout)) as stopped:
-        await world.render(hog, seconds=8, memory_bytes=512 * 2**20)
-    assert (
-        "MiB" in stopped.value.message
-        or "renderer" in stopped.value.message
-        or "time" in stopped.value.message
-    )
+    with pytest.raises(UnsupportedContentType) as stopped:
+        await world.render(hog, seconds=12, memory_bytes=512 * 2**20)
+    assert "512 MiB" in stopped.value.message
 
 
 async def test_a_thousand_popups_open_none_and_the_page_is_read(ca: TestCA, world: Traps) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
 import shutil
@@ -35,10 +36,12 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Playwright
+
+log = logging.getLogger("research.render")
 
 UNPRIVILEGED_UID = 65534  # nobody
 UNPRIVILEGED_GID = 65534  # nogroup
@@ -117,6 +120,7 @@ class BrowserLauncher:
         self._chromium = find_chromium(chromium)
         self._ca_bundle = ca_bundle
         self._drop = os.geteuid() == 0
+        self.sandboxed: bool | None = None  # Chromium's own sandbox: known after the first launch
         self._prlimit, self._setpriv = shutil.which("prlimit"), shutil.which("setpriv")
         if self._prlimit is None or self._setpriv is None:
             raise BrowserMissing("rendering needs prlimit and setpriv (util-linux) to bound the browser")
@@ -144,26 +148,42 @@ class BrowserLauncher:
         heap_mb = max(64, limits.memory_bytes // (4 * 1024 * 1024))
         watcher: asyncio.Task[None] | None = None
         try:
-            context = await playwright.chromium.launch_persistent_context(
-                str(profile),
-                executable_path=str(launcher),
-                headless=True,
-                args=[
+            options: dict[str, Any] = {
+                "executable_path": str(launcher),
+                "headless": True,
+                "args": [
                     f"--proxy-server={proxy}",
                     "--proxy-bypass-list=<-loopback>",
                     f"--js-flags=--max-old-space-size={heap_mb}",
                     *FLAGS,
                 ],
-                ignore_default_args=IGNORED_DEFAULTS,
-                env=env,
-                handle_sigint=False,
-                handle_sigterm=False,
-                handle_sighup=False,
-                service_workers="block",
-                accept_downloads=False,
-                java_script_enabled=True,
-                timeout=max(1000.0, limits.seconds * 1000),
-            )
+                "ignore_default_args": IGNORED_DEFAULTS,
+                "env": env,
+                "handle_sigint": False,
+                "handle_sigterm": False,
+                "handle_sighup": False,
+                "service_workers": "block",
+                "accept_downloads": False,
+                "java_script_enabled": True,
+                "timeout": max(1000.0, limits.seconds * 1000),
+            }
+            try:
+                context = await playwright.chromium.launch_persistent_context(
+                    str(profile), chromium_sandbox=self.sandboxed is not False, **options
+                )
+                self.sandboxed = self.sandboxed is not False
+            except Exception:
+                if self.sandboxed is not None:
+                    raise
+                # The first launch tells whether Chromium's own sandbox can start here (it needs
+                # user namespaces, which many containers do not grant); without it, the
+                # unprivileged user, the limits and the proxy are the containment.
+                self.sandboxed = False
+                log.warning("chromium's sandbox cannot start here: renders run without it")
+                kill_tree(pid_file)
+                context = await playwright.chromium.launch_persistent_context(
+                    str(profile), chromium_sandbox=False, **options
+                )
             watcher = asyncio.get_running_loop().create_task(_watch(pid_file, limits.memory_bytes, watch))
             try:
                 yield context

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 # Of the render's wall clock: what is kept back from the load for the read; the longest wait
 # after load for its scripts' requests; the bound on reading the DOM back.
 READ_RESERVE_S = 1.5
+LATE_S = 0.5  # an error this close to the deadline is the deadline's
 QUIET_MAX_S = 2.0
 READ_S = 3.0
 HTTPS = "https:"
@@ -145,6 +146,7 @@ class PageRenderer:
                 ) as context:
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
+                    page.on("crash", lambda _: refused.append("crash"))
                     router = _Router(page, body, content_type, refused, asked)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
@@ -156,10 +158,16 @@ class PageRenderer:
         except Exception as exc:
             # The browser or its renderer died under the page (a crash, the memory watchdog, the
             # CPU limit): said in our words, never the browser's message.
-            if watch.killed_for_memory:
+            if watch.killed_for_memory or "crash" in refused:
+                # V8's heap cap (a quarter of the bound) crashes the renderer of a page that
+                # allocates without end, usually before the watchdog has to kill the tree.
                 raise UnsupportedContentType(
-                    f"the page needed more than {bounds.memory_bytes // 2**20} MiB to render"
+                    f"the page needed more than {bounds.memory_bytes // 2**20} MiB to render, "
+                    "or crashed its renderer"
                 ) from None
+            if asyncio.get_running_loop().time() >= deadline - LATE_S:
+                # Playwright's own waits (the launch's included) end with its error, not ours.
+                raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
             raise UnsupportedContentType(
                 f"the page's renderer stopped before it could be read ({type(exc).__name__})"
             ) from None
