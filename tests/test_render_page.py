@@ -84,8 +84,8 @@ async def test_a_page_that_allocates_without_end_is_stopped_at_the_memory_bound(
         "for(;;){a.push(new Array(1e6).fill(Math.random()))}</script></body></html>"
     )
     with pytest.raises(UnsupportedContentType) as stopped:
-        await world.render(hog, seconds=12, memory_bytes=512 * 2**20)
-    assert "512 MiB" in stopped.value.message
+        await world.render(hog, seconds=12, memory_bytes=256 * 2**20)
+    assert "256 MiB" in stopped.value.message
 
 
 async def test_a_thousand_popups_open_none_and_the_page_is_read(ca: TestCA, world: Traps) -> None:
