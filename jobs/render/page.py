@@ -48,7 +48,8 @@ LATE_S = 0.5  # an error this close to the deadline is the deadline's
 QUIET_MAX_S = 2.0
 READ_S = 3.0
 HTTPS = "https:"
-# Built by the page's own code? No: ours, run in the page after it settled.
+# Ours, run in the page once it settled: drop what the computed style hides (counting its
+# characters), then serialize, cut at the cap in characters (the bytes are cut again after).
 READ_DOM = """
 (cap) => {
   const skip = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "HEAD", "TITLE", "META", "LINK", "BASE"]);
