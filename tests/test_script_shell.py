@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.definitions import fetch_page_definition
 from jobs.reader.document import build_document
 from jobs.reader.reduce import reduce_all
 from jobs.reader.script_shell import SHELL_MAX_CHARS, ShellSignals, is_script_shell
 from tests.support.app_shells import NOT_SHELLS, SHELLS
+from worker.config import RenderMode, Settings
 
 
 async def _document(html: str) -> bool:
@@ -96,3 +98,14 @@ def test_markup_with_no_script_at_all_is_never_a_shell(tags: list[str], text: st
     html = "<html><body>" + "".join(f"<{t} id=root>" for t in tags) + text + "</body></html>"
     reduction = reduce_all(html)
     assert not is_script_shell(reduction.shell, sum(len(b.text) for b in reduction.blocks))
+
+
+@pytest.mark.parametrize("mode", list(RenderMode))
+def test_the_tool_description_says_what_script_shell_means_and_offers_render_only_when_on(
+    mode: RenderMode,
+) -> None:
+    definition = fetch_page_definition(Settings(render=mode))
+    assert "script_shell: true means" in definition["description"]
+    offered = "render" in definition["input_schema"]["properties"]
+    assert offered == (mode is not RenderMode.OFF)
+    assert ("render: true" in definition["description"]) == offered
