@@ -33,3 +33,5 @@ bench:
 	$(PY) bench/cli_fail_fast.py
 	$(PY) bench/dashboard_writes.py
 	$(PY) bench/archive.py
+	$(PY) bench/script_shell.py
+	$(PY) bench/render.py

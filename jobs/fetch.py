@@ -34,12 +34,21 @@ from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
+from jobs.render.delegate import render_on_worker
 from jobs.robots import Robots
 from worker.archive.capture import Capture
 from worker.archive.service import SharedArchive
 from worker.archive.writer import DROPPED, Archive
-from worker.config import Settings
-from worker.errors import DomainNotAllowed, GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
+from worker.config import RenderMode, Settings
+from worker.errors import (
+    DomainNotAllowed,
+    GuardianRefusal,
+    HttpStatus,
+    InvalidRequest,
+    ResearchError,
+    Timeout,
+    UrlNotInMenu,
+)
 from worker.guardian.connector import CONNECTED, guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
@@ -77,6 +86,7 @@ class FetchRequest:
     offset: int = 0
     max_chars: int = 40_000
     find: str | None = None  # the folded needle (pieces.needle_of), never a pattern
+    render: bool = False
 
     @property
     def continues(self) -> bool:
@@ -118,6 +128,7 @@ class FetchRequest:
             max_chars=_count(args.get("max_chars", max_chars_limit), "max_chars", 1, max_chars_limit),
             find=_needle(args.get("find")),
             format=_format(args.get("format", MARKDOWN)),
+            render=_switch(args.get("render", False), "render"),
         )
 
 
@@ -156,6 +167,12 @@ def _format(value: object) -> str:
     return value
 
 
+def _switch(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be true or false, not {type(value).__name__}")
+    return value
+
+
 @dataclass(frozen=True)
 class _Parts:
     """What the tool builds once per worker at start-up."""
@@ -175,7 +192,7 @@ class FetchPageTool:
     resolver, production uses the system's."""
 
     name = "fetch_page"
-    params = ("url", "extract", "fresh", "format", "offset", "max_chars", "find")
+    params = ("url", "extract", "fresh", "format", "offset", "max_chars", "find", "render")
 
     def __init__(
         self, resolver: AbstractResolver | None = None, archive: SharedArchive | None = None
@@ -241,6 +258,8 @@ class FetchPageTool:
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
+        if request.render and job.settings.render is RenderMode.OFF:
+            raise InvalidRequest("this deployment has rendering off: fetch the page without render")
         parts = self._started()
         metrics = job.runtime.metrics
         menu = job.runtime.menu
@@ -290,8 +309,13 @@ class FetchPageTool:
         *,
         fresh: bool,
     ) -> tuple[Page, bool, Source]:
-        """A first fetch (from the network or the page cache), its document kept for this report."""
+        """A first fetch (from the network, the page cache or a render worker's browser), its
+        document kept for this report."""
         until = job.deadline - DEADLINE_MARGIN_S
+        if request.render:
+            await job.charge(Tool.RENDER)
+            rendered = await render_on_worker(job, target, request.extract, request.format, until)
+            return rendered, False, InHand({request.format: rendered.text}, {})
         in_hand: list[InHand] = []
         read = functools.partial(self._fetch_and_read, job, target, request, in_hand, until=until)
         for attempt in range(2):
@@ -304,6 +328,10 @@ class FetchPageTool:
                 fetch=read,
             )
             page = served.page
+            if page.script_shell and job.settings.render is RenderMode.AUTO:
+                rendered, _ = await auto_render(job, target, request, until, page, served.cached)
+                if rendered is not page:
+                    return rendered, False, InHand({request.format: rendered.text}, {})
             source: Source | None = in_hand[0] if in_hand else None
             if source is None and page.document is not None:
                 kept = await parts.documents.lookup_digest(page.document)
@@ -487,6 +515,7 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         pages=document.pages,
         pages_read=pages_read if document.pages is not None else None,
         metadata=document.metadata,
+        script_shell=document.script_shell,
     )
 
 
@@ -509,6 +538,8 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
         "sha256": page.sha256,
         "archived": page.archive_record is not None,
         "archive_record": page.archive_record,
+        "rendered": page.rendered,
+        "script_shell": page.script_shell and not page.rendered,
     }
     if page.pages is not None:
         result["pages"] = page.pages
@@ -522,6 +553,23 @@ def with_text(result: FetchPage, text: Mapping[str, Any], *, refetched: bool) ->
     """The page's fields with the text fields of the piece (or the matches) asked for."""
     result.update(cast(FetchPage, {**text, "refetched": refetched}))
     return result
+
+
+async def auto_render(
+    job: JobContext, target: Target, request: FetchRequest, until: float, page: Page, cached: bool
+) -> tuple[Page, bool]:
+    """RESEARCH_RENDER=auto: a script shell is rendered unasked while the render budget lasts; when
+    it cannot be (no budget, no render worker, a failed render) the static page stands, and says
+    ``script_shell``."""
+    try:
+        await job.charge(Tool.RENDER)
+        return await render_on_worker(job, target, request.extract, request.format, until), False
+    except ResearchError as failure:
+        log.info(
+            "a script shell was not rendered",
+            extra=fields(job_id=job.job_id, host=target.host, kind=failure.kind.value),
+        )
+        return page, cached
 
 
 async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:

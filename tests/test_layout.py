@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.state", "worker.embedded", "worker.archive"),
     ("worker.runtime",),
     ("jobs.decoding", "jobs.reader", "jobs.definitions"),
-    ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots"),
+    ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots", "jobs.render.delegate"),
     ("jobs.fetch", "jobs.search"),
     ("worker.settings",),
     ("worker.client", "worker.dashboard", "worker.cli"),

@@ -159,7 +159,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         from worker.settings import build_worker  # the tools take a while to import: not before Redis
 
-        build_worker(settings, burst=args.burst).run()
+        log.info(
+            "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
+        )
+        build_worker(settings, burst=args.burst, render=args.render).run()
     return Exit.OK
 
 
@@ -206,6 +209,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
                 max_chars=args.max_chars,
                 find=args.find,
                 format=args.format,
+                render=args.render,
             ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
@@ -524,10 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
     run = command(
         "run",
         "run a worker (with its own embedded Redis when REDIS_URL is unset and none answers)",
-        "  research-worker run\n  REDIS_URL=redis://redis:6379/0 research-worker run --burst",
+        "  REDIS_URL=redis://redis:6379/0 research-worker run --burst\n  research-worker run --render",
         cmd_run,
     )
     run.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    run.add_argument(
+        "--render",
+        action="store_true",
+        help="run a render worker: headless Chromium for fetch_page's render (docs/render.md)",
+    )
 
     fetch = command(
         "fetch",
@@ -567,6 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--find",
         metavar="TEXT",
         help="return the passages of the whole document that contain TEXT (default: read the text)",
+    )
+    fetch.add_argument(
+        "--render",
+        action="store_true",
+        help="read the page in a render worker's browser (RESEARCH_RENDER on)",
     )
     _waiting_options(fetch)
 

@@ -210,12 +210,16 @@ class ResearchClient:
         max_chars: int | None = None,
         find: str | None = None,
         format: str | None = None,
+        render: bool = False,
     ) -> Result:
         """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``,
-        in ``format`` ("markdown" or "text"); arguments left out take the job's defaults."""
+        in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
+        take the job's defaults."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
+        if render:
+            kwargs["render"] = True
         optional = {"offset": offset, "max_chars": max_chars, "find": find, "format": format}
         kwargs.update({name: value for name, value in optional.items() if value is not None})
         return await self.run("fetch_page", kwargs)
@@ -455,6 +459,7 @@ class SyncResearchClient:
         max_chars: int | None = None,
         find: str | None = None,
         format: str | None = None,
+        render: bool = False,
     ) -> Result:
         return self._submit(
             self._client.fetch(
@@ -466,6 +471,7 @@ class SyncResearchClient:
                 max_chars=max_chars,
                 find=find,
                 format=format,
+                render=render,
             )
         )
 

@@ -61,6 +61,14 @@ class SearchProvider(StrEnum):
 SEARCH_ENGINES = frozenset({"auto", "native", "exa", "firecrawl", "parallel"})
 
 
+class RenderMode(StrEnum):
+    """RESEARCH_RENDER: whether fetch_page may read a page in a headless browser (docs/render.md)."""
+
+    OFF = "off"  # render: true is refused with invalid_request
+    ON = "on"  # render when a call asks
+    AUTO = "auto"  # also render, unasked, a page whose static text is a script shell
+
+
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
@@ -204,6 +212,12 @@ class Settings:
     archive: ArchiveTarget | None = None
     archive_days: int = 90
     archive_endpoint: str | None = None
+    render: RenderMode = RenderMode.OFF
+    render_budget: int = 5  # renders per report, besides the fetch each one also costs
+    chromium: str = "chromium"  # the browser a render worker runs: a path, or a name on PATH
+    render_max_requests: int = 200  # connections (proxy tunnels) one render may open
+    render_max_bytes: int = 16_777_216  # bytes one render's connections may carry, both ways
+    render_memory_mb: int = 1024  # the browser's whole process tree, resident
 
     @property
     def job_timeout_s(self) -> float:
@@ -241,6 +255,11 @@ class Settings:
     @property
     def redis_target(self) -> RedisTarget:
         return parse_redis_url(self.redis_url or DEFAULT_REDIS_URL, "REDIS_URL")
+
+    @property
+    def render_queue(self) -> str:
+        """Where fetch workers hand renders to the render workers (``research-worker run --render``)."""
+        return f"{self.queue_name}:render"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -319,6 +338,12 @@ class Settings:
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), _archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
             archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, _http_url),
+            render=e.parse("RESEARCH_RENDER", cls.render, _render_mode),
+            render_budget=e.integer("RESEARCH_RENDER_BUDGET", cls.render_budget, minimum=1),
+            chromium=e.text("RESEARCH_CHROMIUM") or cls.chromium,
+            render_max_requests=e.integer("RESEARCH_RENDER_MAX_REQUESTS", cls.render_max_requests, minimum=1),
+            render_max_bytes=e.integer("RESEARCH_RENDER_MAX_BYTES", cls.render_max_bytes, minimum=1),
+            render_memory_mb=e.integer("RESEARCH_RENDER_MEMORY_MB", cls.render_memory_mb, minimum=64),
         )
         settings.check_search()
         if settings.archive_endpoint is not None and not isinstance(settings.archive, ArchiveBucket):
@@ -578,6 +603,13 @@ def _provider(raw: str) -> SearchProvider:
     except ValueError:
         known = ", ".join(p.value for p in SearchProvider)
         raise ValueError(f"{raw!r} is not a search provider ({known})") from None
+
+
+def _render_mode(raw: str) -> RenderMode:
+    try:
+        return RenderMode(raw.lower())
+    except ValueError:
+        raise ValueError(f"{raw!r} must be off, on or auto") from None
 
 
 def _engine(raw: str) -> str:

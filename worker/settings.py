@@ -36,7 +36,15 @@ from worker.serialization import dumps, loads
 from worker.state import health
 from worker.state.redis_conn import redis_settings as arq_redis_settings
 
-__all__ = ["ToolFormat", "build_worker", "formatted", "tool_definitions", "tools"]
+__all__ = [
+    "ToolFormat",
+    "build_worker",
+    "formatted",
+    "render_tools",
+    "render_worker_settings",
+    "tool_definitions",
+    "tools",
+]
 
 EXIT_CONFIGURATION = 2
 
@@ -48,8 +56,27 @@ def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
     return (WebSearchTool(archive), FetchPageTool(resolver, archive))
 
 
-def build_worker(settings: Settings, *, burst: bool = False) -> ResearchWorker:
+def build_worker(settings: Settings, *, burst: bool = False, render: bool = False) -> ResearchWorker:
+    """A fetch-and-search worker, or with ``render`` a render worker (``run --render``): the only
+    kind that starts browsers, on its own queue, so their memory never shares a fetch worker's."""
+    if render:
+        return ResearchWorker(render_worker_settings(settings), render_tools(), burst=burst)
     return ResearchWorker(settings, tools(), burst=burst)
+
+
+def render_tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
+    from jobs.render.tool import RenderPageTool  # Playwright is imported by render workers only
+
+    return (RenderPageTool(resolver),)
+
+
+def render_worker_settings(settings: Settings) -> Settings:
+    """A render worker takes renders from the render queue, a few at a time: each is a browser."""
+    from jobs.render.tool import RENDER_SLOTS
+
+    return dataclasses.replace(
+        settings, queue_name=settings.render_queue, max_jobs=min(settings.max_jobs, RENDER_SLOTS)
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -35,6 +35,7 @@ from jobs.reader.main_content import select_full, select_main
 from jobs.reader.metadata.page import html_metadata
 from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.pdf.reader import read_pdf
+from jobs.reader.script_shell import is_script_shell
 from worker.errors import UnsupportedContentType
 from worker.page_metadata import PageMetadata
 
@@ -62,7 +63,7 @@ class Document:
     format: str = TEXT  # "markdown" or "text" (formats.py)
     # What the text is made from, so the whole of it can be rendered again, in either format.
     readable: Readable = field(default=Readable(""), compare=False, repr=False)
-
+    script_shell: bool = False  # HTML: nearly no text, and the markup of an app built by its scripts
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
 
 
@@ -157,7 +158,13 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
+        script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
     )
+
+
+def readable_chars(reduction: Reduction) -> int:
+    """Characters of all the page's readable text (not only its main content), the title aside."""
+    return sum(len(block.text) for block in reduction.blocks)
 
 
 def reads_in_child(body: bytes, content_type: str | None) -> bool:

@@ -54,5 +54,5 @@ class JobContext:
         charge = await self.runtime.budgets.charge(self.report_id, tool, self.job_id)
         if not charge.allowed:
             self.runtime.metrics.budget_refusals.labels(tool.value).inc()
-            noun = "searches" if tool is Tool.SEARCH else "fetches"
+            noun = {Tool.SEARCH: "searches", Tool.FETCH: "fetches", Tool.RENDER: "renders"}[tool]
             raise BudgetExhausted(f"report {self.report_id} has used all {charge.limit} {noun} of its budget")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 class Tool(StrEnum):
     SEARCH = "search"
     FETCH = "fetch"
+    RENDER = "render"  # charged besides the fetch a render also is (RESEARCH_RENDER_BUDGET)
 
 
 # KEYS[1]: the report's budget hash. ARGV: tool, limit, window seconds, job id.
@@ -93,7 +94,11 @@ class Budgets:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self._redis = redis
         self._window_s = settings.budget_window_s
-        self._limits = {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
+        self._limits = {
+            Tool.SEARCH: settings.search_budget,
+            Tool.FETCH: settings.fetch_budget,
+            Tool.RENDER: settings.render_budget,
+        }
         self._queue = settings.queue_name
         self._script = redis.register_script(CHARGE_SCRIPT)
         self._refund = redis.register_script(REFUND_SCRIPT)
@@ -103,7 +108,10 @@ class Budgets:
 
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
         limit = self._limits[tool]
-        args = [tool.value, limit, self._window_s, job_id]
+        # The script remembers one charge per marker; a render is a second charge of the same job
+        # (its fetch is the first), so it is remembered under a marker of its own.
+        marker = job_id if tool is not Tool.RENDER else f"{job_id}:{tool.value}"
+        args = [tool.value, limit, self._window_s, marker]
         raw = await relieving(
             self._redis, self._queue, lambda: self._script(keys=[keys.budget(report_id)], args=args)
         )

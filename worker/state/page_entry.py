@@ -70,6 +70,8 @@ class Page:
     # of that fetch (None: it is not in the archive). See worker.archive.
     sha256: str = ""
     archive_record: str | None = None
+    rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
+    script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         or not (d.get("document") is None or isinstance(d.get("document"), str))
         or not _is_sha256(d.get("sha256"))
         or not (d.get("archive_record") is None or parse_record_id(d.get("archive_record")) is not None)
+        or not all(isinstance(d.get(name, False), bool) for name in ("rendered", "script_shell"))
     ):
         return None
     return Page(
@@ -189,7 +192,14 @@ def _page(d: Mapping[str, Any]) -> Page | None:
         metadata=metadata,
         sha256=d["sha256"],
         archive_record=d.get("archive_record"),
+        rendered=d.get("rendered", False),
+        script_shell=d.get("script_shell", False),
     )
+
+
+def page_from_fields(d: Mapping[str, Any]) -> Page | None:
+    """A page from a result's fields (a render worker's), checked like an entry; None when it is not one."""
+    return _page({**d, "hops": d.get("hops", [])})
 
 
 def _failure(d: Mapping[str, Any]) -> Failure | None:

@@ -77,6 +77,8 @@ class FetchPage(TypedDict):
     sha256: str  # of the body the reader read (decoded, within the byte cap)
     archived: bool  # the exchange is in the evidence archive (worker.archive)
     archive_record: str | None  # its WARC record id; a cache hit names the original fetch's
+    rendered: bool  # a browser rendered the page for this result
+    script_shell: bool  # nearly empty because its scripts build it, and it was not rendered
     pages: NotRequired[int]  # PDFs only
     pages_read: NotRequired[int]  # PDFs only
     offset: NotRequired[int]  # where ``text`` starts in the whole document's text

@@ -16,7 +16,7 @@ CPU budget.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobs.reader.html import elements as el
 from jobs.reader.html.blocks import Block, BlockWriter, Container, Context
@@ -39,6 +39,7 @@ from jobs.reader.html.vocabulary import (
     hint_bits,
 )
 from jobs.reader.metadata.declarations import WATCHED, Declarations
+from jobs.reader.script_shell import ShellSignals
 
 CLOSERS = (
     el.CLOSES_P
@@ -61,6 +62,7 @@ class Reduction:
     hidden_removed: int
     complete: bool  # False when stopped early: the CPU budget, or the block cap
     declarations: Declarations  # what the page declares about itself, for its metadata
+    shell: ShellSignals = field(default_factory=ShellSignals)  # the app-shell signals of the markup
 
 
 class Reducer:
@@ -84,6 +86,7 @@ class Reducer:
         self._finished = False
         self._complete = False
         self._declarations = Declarations()
+        self._shell = ShellSignals()
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -140,9 +143,11 @@ class Reducer:
             hidden_removed=writer.hidden + invisible,
             complete=self._complete,
             declarations=self._declarations,
+            shell=self._shell,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
+        self._shell.start(name, attrs)
         stack = self._stack
         if name in WATCHED:
             self._declarations.start(name, attrs, stack.bits, self._tokenizer)

@@ -1,0 +1,75 @@
+"""The fetch worker's side of a render: hand it to the render queue, wait, take the page back.
+
+The render job's id is the fetch job's id with ``:render``, so a fetch that arq runs again (its
+worker died) finds the render it asked for instead of asking twice. The render's result is read
+back through the same checks the page cache uses on what it reads from Redis (shared state is
+never trusted for its shape), and an error result becomes the same error kind here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+from worker.errors import ErrorKind, ResearchError, Timeout
+from worker.state import health
+from worker.state.page_entry import Page, page_from_fields
+from worker.state.queue import Enqueuer
+from worker.state.results import ResultStore
+
+if TYPE_CHECKING:
+    from worker.guardian.urls import Target
+    from worker.runtime.context import JobContext
+
+RENDER_JOB = "render_page"
+
+
+class NoRenderWorker(ResearchError):
+    kind = ErrorKind.TIMEOUT
+
+
+@functools.cache
+def relayed(kind: ErrorKind) -> type[ResearchError]:
+    """An error of ``kind`` as the render worker reported it (counted there, not again here)."""
+    return type(f"Relayed_{kind.value}", (ResearchError,), {"kind": kind})
+
+
+async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: str, until: float) -> Page:
+    """The rendered page, or the render's error; ``until`` is event-loop time."""
+    runtime = job.runtime
+    queue = runtime.settings.render_queue
+    if not await health.any_alive(runtime.redis, queue):
+        raise NoRenderWorker("no render worker is running; fetch the page without render")
+    render_id = f"{job.job_id}:render"
+    loop = asyncio.get_running_loop()
+    left = until - loop.time()
+    kwargs: dict[str, Any] = {
+        "report_id": job.report_id,
+        "url": target.url,
+        "extract": extract,
+        "format": fmt,
+        "deadline_at": time.time() + left,
+    }
+    await Enqueuer(runtime.redis, queue).enqueue(RENDER_JOB, render_id, kwargs)
+    store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
+    result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
+    if result is None:
+        raise Timeout(f"the render of {target.host} did not finish within the fetch's time")
+    if not result.get("ok"):
+        error = result.get("error")
+        kind, message = ErrorKind.INTERNAL_ERROR, "the render failed"
+        if isinstance(error, dict):
+            try:
+                kind = ErrorKind(str(error.get("kind")))
+            except ValueError:
+                kind = ErrorKind.INTERNAL_ERROR
+            if isinstance(error.get("message"), str):
+                message = error["message"]  # the render worker's own words, as every message
+        status = result.get("status")
+        raise relayed(kind)(message, status=status if isinstance(status, int) else None)
+    page = page_from_fields(result)
+    if page is None:
+        raise relayed(ErrorKind.INTERNAL_ERROR)("the render worker's result was not a page")
+    return page

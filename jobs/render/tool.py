@@ -1,0 +1,182 @@
+"""render_page: the job a render worker (``research-worker run --render``) runs for fetch_page.
+
+Fetch workers never start a browser: a ``fetch_page`` with ``render: true`` (or a script shell
+under ``RESEARCH_RENDER=auto``) is validated, checked against the menu and charged on the fetch
+worker, then handed to this job on the render queue (``jobs/render/delegate.py``), so a browser's
+memory lives only in the processes that opted in. The job reads like the fetch: check the URL and
+the menu again (the queue is internal, but a check costs nothing), fetch the document through the
+guarded fetcher with the menu's hop rule, render it (``jobs/render/page.py``), reduce the DOM with
+the same reader, and return the page's fields with ``rendered: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp.abc import AbstractResolver
+
+from jobs.fetch import menu_rule, page_fields, page_of, require_on_menu, time_bound
+from jobs.fetcher import Fetcher, FetchLimits
+from jobs.reader.content_types import HTML_TYPES, parse_content_type
+from jobs.reader.document import build_document
+from jobs.reader.formats import FORMATS, TEXT
+from jobs.render.browser import BrowserLauncher, BrowserMissing
+from jobs.render.page import PageRenderer, RenderBounds
+from worker.config import ConfigError, Settings
+from worker.errors import GuardianRefusal, InvalidRequest, UnsupportedContentType
+from worker.guardian.connector import guarded_session
+from worker.guardian.egress_proxy import HTTPS_PORTS
+from worker.guardian.policy import AddressPolicy
+from worker.guardian.reasons import Reason
+from worker.guardian.urls import canonical_url, check_url
+from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
+from worker.logs import fields
+from worker.runtime.context import JobContext, Runtime
+from worker.state.results import About, FetchPage
+
+log = logging.getLogger("research.render")
+
+NAME = "render_page"
+ADDRESS_REASONS = frozenset(reason.value for reason in Reason)
+# Browsers one render worker runs at once: each is several processes and a few hundred MB.
+RENDER_SLOTS = 2
+# What the render leaves for the reduction and the result, of the fetch's remaining time.
+REDUCE_RESERVE_S = 1.5
+MIN_RENDER_S = 2.0
+
+
+class RenderPageTool:
+    name = NAME
+    params = ("url", "extract", "deadline_at")
+
+    def __init__(self, resolver: AbstractResolver | None = None) -> None:
+        self._resolver = resolver
+        self._playwright: Any = None
+        self._renderer: PageRenderer | None = None
+        self._fetcher: Fetcher | None = None
+
+    def deadline_s(self, settings: Settings) -> float:
+        return settings.fetch_deadline_s
+
+    def about(self, arguments: Mapping[str, Any]) -> About | None:
+        url = arguments.get("url")
+        if not isinstance(url, str):
+            return None
+        return {"url": canonical_url(url[:MAX_URL_LENGTH]) or url[:MAX_URL_LENGTH]}
+
+    async def start(self, runtime: Runtime) -> None:
+        from playwright.async_api import async_playwright
+
+        settings = runtime.settings
+        try:
+            launcher = BrowserLauncher(settings.chromium, settings.ca_bundle)
+        except BrowserMissing as missing:
+            raise ConfigError(str(missing)) from None
+        policy = AddressPolicy(settings.guardian_allow_cidrs)
+        self._playwright = await async_playwright().start()
+        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver)
+        limits = FetchLimits(
+            max_bytes=settings.fetch_max_bytes,
+            max_pdf_bytes=settings.fetch_max_pdf_bytes,
+            max_redirects=settings.fetch_max_redirects,
+        )
+        self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
+
+    async def stop(self) -> None:
+        if self._fetcher is not None:
+            await self._fetcher.close()
+        if self._playwright is not None:
+            await self._playwright.stop()
+
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
+        url, extract, deadline_at = _parse(arguments)
+        fmt = arguments.get("format", TEXT)
+        if fmt not in FORMATS:
+            raise InvalidRequest("format must be 'markdown' or 'text'")
+        if self._renderer is None or self._fetcher is None:
+            raise RuntimeError("render_page was not started by this worker")
+        settings = job.settings
+        menu = job.runtime.menu
+        loop = asyncio.get_running_loop()
+        # Within the fetch job's own deadline (it waits for this result), and within this job's.
+        until = min(job.deadline, loop.time() + (deadline_at - time.time())) - REDUCE_RESERVE_S
+        try:
+            target = check_url(url, self._fetcher.policy)
+            await require_on_menu(menu, job.report_id, target)
+            seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
+            async with time_bound(seconds, target):
+                fetched = await self._fetcher.get(target, menu_rule(menu, job.report_id))
+        except GuardianRefusal as refusal:
+            job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
+            raise
+        essence = parse_content_type(fetched.content_type)
+        if essence is None or essence.essence not in HTML_TYPES:
+            raise UnsupportedContentType("only HTML pages are rendered; fetch this one without render")
+        render_s = until - loop.time()
+        if render_s < MIN_RENDER_S:
+            raise InvalidRequest("too little of the fetch's time was left to render the page") from None
+        bounds = RenderBounds(
+            max_requests=settings.render_max_requests,
+            max_bytes=settings.render_max_bytes,
+            dom_bytes=settings.fetch_max_bytes,
+            memory_bytes=settings.render_memory_mb * 2**20,
+            ports=HTTPS_PORTS | {fetched.final.port},
+        )
+        rendered = await self._renderer.render(
+            fetched.final.url, fetched.body, fetched.content_type or "text/html", bounds, render_s
+        )
+        for refused in rendered.egress.refused:
+            # The proxy's refusals by the address policy's reasons, beside the fetches' own.
+            reason = refused.rsplit(" ", 1)[-1]
+            if reason in ADDRESS_REASONS:
+                job.runtime.metrics.guardian_refusals.labels(reason).inc()
+        log.info(
+            "rendered",
+            extra=fields(
+                job_id=job.job_id,
+                host=target.host,
+                seconds=round(rendered.seconds, 2),
+                tunnels=rendered.egress.tunnels,
+                relayed_bytes=rendered.egress.bytes,
+                refused=len(rendered.egress.refused) + len(rendered.refused_in_browser),
+                peak_mb=math.ceil(rendered.peak_memory_bytes / 2**20),
+            ),
+        )
+        document = await build_document(
+            rendered.html,
+            "text/html; charset=utf-8",
+            fetched.final.url,
+            extract=extract,
+            max_chars=settings.fetch_max_chars,
+            cpu_budget_s=settings.reduce_cpu_budget_s,
+            body_truncated=rendered.truncated or fetched.truncated,
+            format=str(fmt),
+        )
+        page = page_of(target, fetched, document, settings.fetch_max_chars)
+        page = dataclasses.replace(
+            page,
+            bytes_read=len(fetched.body) + rendered.egress.bytes,
+            hidden_removed=page.hidden_removed + rendered.hidden_removed,
+            rendered=True,
+            script_shell=False,
+        )
+        return page_fields(page, cached=False)
+
+
+def _parse(arguments: Mapping[str, Any]) -> tuple[str, str, float]:
+    url = arguments.get("url")
+    extract = arguments.get("extract", "main")
+    deadline_at = arguments.get("deadline_at")
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
+        raise InvalidRequest("render_page needs the url fetch_page checked")
+    if extract not in EXTRACT_MODES:
+        raise InvalidRequest("extract must be 'main' or 'full'")
+    if isinstance(deadline_at, bool) or not isinstance(deadline_at, (int, float)):
+        raise InvalidRequest("render_page needs the fetch's deadline")
+    return url, str(extract), float(deadline_at)

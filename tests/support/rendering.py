@@ -1,0 +1,59 @@
+"""A page renderer for the browser tests: the system's chromium, the guardian trusting 127.0.0.1
+only, the fake resolver, and bounds small enough that a hostile page ends quickly."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import shutil
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from jobs.render.browser import BrowserLauncher
+from jobs.render.page import PageRenderer, RenderBounds
+from tests.support.fake_dns import FakeResolver
+from tests.support.tls import TestCA
+from worker.guardian.policy import AddressPolicy
+
+if TYPE_CHECKING:
+    from playwright.async_api import Playwright
+
+CHROMIUM = shutil.which("chromium")
+POLICY = AddressPolicy([ipaddress.ip_network("127.0.0.1/32")])
+
+browser_only = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None or shutil.which("certutil") is None,
+        reason="needs Debian's chromium and certutil (apt-get install chromium libnss3-tools)",
+    ),
+]
+# The page-level suites share one Playwright driver per module, so their tests run in its loop.
+needs_chromium = [*browser_only, pytest.mark.asyncio(loop_scope="module")]
+
+
+def bounds(port: int, **changes: int) -> RenderBounds:
+    values = {
+        "max_requests": 100,
+        "max_bytes": 8_000_000,
+        "dom_bytes": 2_097_152,
+        "memory_bytes": 1024 * 2**20,
+    }
+    values.update(changes)
+    return RenderBounds(ports=frozenset({443, port}), **values)
+
+
+@contextlib.asynccontextmanager
+async def driver() -> AsyncIterator[Playwright]:
+    """Playwright's driver, shared by a module's tests (each render still launches its own browser)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        yield playwright
+
+
+def renderer(playwright: Playwright, ca: TestCA, resolver: FakeResolver) -> PageRenderer:
+    assert CHROMIUM is not None
+    return PageRenderer(playwright, BrowserLauncher(CHROMIUM, str(ca.bundle)), POLICY, resolver)

@@ -1,0 +1,47 @@
+"""The render settings: off by default, read from the environment, a bad value named at start-up."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.config import ConfigError, RenderMode, Settings
+
+
+def test_rendering_is_off_by_default_with_five_renders_a_report() -> None:
+    settings = Settings.from_env({})
+    assert settings.render is RenderMode.OFF
+    assert settings.render_budget == 5
+    assert settings.chromium == "chromium"
+    assert settings.render_queue == "research:queue:render"
+
+
+@pytest.mark.parametrize(("raw", "mode"), [("off", "off"), ("ON", "on"), (" auto ", "auto"), ("", "off")])
+def test_research_render_takes_off_on_and_auto(raw: str, mode: str) -> None:
+    assert Settings.from_env({"RESEARCH_RENDER": raw}).render.value == mode
+
+
+@given(st.text(min_size=1, max_size=20).filter(lambda s: s.strip().lower() not in {"off", "on", "auto", ""}))
+def test_any_other_render_mode_is_a_configuration_error_naming_the_variable(raw: str) -> None:
+    with pytest.raises(ConfigError, match=r"^RESEARCH_RENDER: "):
+        Settings.from_env({"RESEARCH_RENDER": raw})
+
+
+@pytest.mark.parametrize(
+    ("variable", "bad"),
+    [
+        ("RESEARCH_RENDER_BUDGET", "0"),
+        ("RESEARCH_RENDER_BUDGET", "many"),
+        ("RESEARCH_RENDER_MAX_REQUESTS", "-1"),
+        ("RESEARCH_RENDER_MAX_BYTES", "0"),
+        ("RESEARCH_RENDER_MEMORY_MB", "32"),
+    ],
+)
+def test_render_bounds_must_be_positive_integers(variable: str, bad: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{variable}: "):
+        Settings.from_env({variable: bad})
+
+
+def test_the_render_queue_follows_the_queue() -> None:
+    assert Settings.from_env({"RESEARCH_QUEUE": "q1"}).render_queue == "q1:render"
