@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jobs.decoding", "jobs.reader", "jobs.definitions"),
     ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots", "jobs.render.delegate"),
     ("jobs.fetch", "jobs.search"),
+    ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),
     ("worker.client", "worker.dashboard", "worker.cli"),
 )
