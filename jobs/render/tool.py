@@ -53,7 +53,7 @@ MIN_RENDER_S = 2.0
 
 class RenderPageTool:
     name = NAME
-    params = ("url", "extract", "deadline_at")
+    params = ("url", "extract", "format", "deadline_at")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver

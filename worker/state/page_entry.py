@@ -199,7 +199,7 @@ def _page(d: Mapping[str, Any]) -> Page | None:
 
 def page_from_fields(d: Mapping[str, Any]) -> Page | None:
     """A page from a result's fields (a render worker's), checked like an entry; None when it is not one."""
-    return _page({**d, "hops": d.get("hops", [])})
+    return _page({"metadata": None, **d, "hops": d.get("hops", [])})
 
 
 def _failure(d: Mapping[str, Any]) -> Failure | None:
