@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, Literal, TypeVar, overload
 
 import orjson
 from arq.connections import ArqRedis
@@ -40,6 +40,7 @@ from worker.queue import Enqueuer
 from worker.redis_conn import connect
 from worker.results import About, Result, ResultStore, error_result
 from worker.serialization import dumps
+from worker.shapes import Shape, anthropic_blocks
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
@@ -180,7 +181,20 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        shape: Literal["json"] = "json",
     ) -> str: ...
+
+    @overload
+    async def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: Literal["anthropic"],
+    ) -> list[dict[str, Any]]: ...
 
     @overload
     async def call(
@@ -195,13 +209,17 @@ class ResearchClient:
         report_id: str | _Unset = UNSET,
         org_id: str | None = None,
         wait_s: float | None = None,
-    ) -> str | Result:
-        """Run a model's tool call as it came and return the JSON to hand back to the model.
+        shape: str = "json",
+    ) -> str | list[dict[str, Any]] | Result:
+        """Run a model's tool call as it came and return what to hand back to the model.
 
         ``name`` and ``arguments`` (a dict, or the JSON text of one) are the model's; ``report_id``
         (and ``org_id`` for searches) are the orchestrator's. Whatever the model sent, the answer is
         a result: an unknown tool, arguments that are not a JSON object, or a model trying to set
         the report is an ``invalid_request`` result, and nothing is enqueued or charged.
+
+        ``shape="json"`` returns the result's JSON text; ``shape="anthropic"`` returns the content
+        blocks of an Anthropic Messages API ``tool_result`` (``worker.shapes``).
 
         Without ``report_id`` this is the low-level form kept for callers that put the report in
         the arguments themselves; it is ``run`` and returns the result object.
@@ -210,24 +228,41 @@ class ResearchClient:
             if not isinstance(name, str) or not isinstance(arguments, Mapping):
                 raise ClientError("call(name, arguments, report_id=...) runs a model's tool call")
             return await self.run(name, dict(arguments), wait_s=wait_s)
+        try:
+            wanted = Shape(shape)
+        except ValueError:
+            raise ClientError(f"shape must be one of {', '.join(s.value for s in Shape)}") from None
+        result = await self.call_result(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        return anthropic_blocks(result) if wanted is Shape.ANTHROPIC else _json(result)
+
+    async def call_result(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> Result:
+        """``call`` without the shaping: the result object of a model's tool call."""
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
         if not isinstance(name, str) or name not in MODEL_TOOLS:
             unknown = InvalidRequest(
                 f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
             )
-            return _json(error_result("unknown", report, job_id, unknown))
+            return error_result("unknown", report, job_id, unknown)
         try:
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
-            return _json(error_result(name, report, job_id, unreadable))
+            return error_result(name, report, job_id, unreadable)
         if ORCHESTRATOR_ARGUMENTS & given.keys():
             forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
-            return _json(error_result(name, report, job_id, forged, about_of(name, given)))
+            return error_result(name, report, job_id, forged, about_of(name, given))
         kwargs = {"report_id": report, **given}
         if org_id is not None and name == "web_search":
             kwargs["org_id"] = org_id
-        return _json(await self._run(name, kwargs, job_id, wait_s))
+        return await self._run(name, kwargs, job_id, wait_s)
 
     async def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
         """Enqueue one job (``kwargs`` include ``report_id``) and wait for its result object."""
@@ -363,6 +398,7 @@ class SyncResearchClient:
     def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         return self._submit(self._client.seed_urls(report_id, urls))
 
+    @overload
     def call(
         self,
         name: object,
@@ -371,10 +407,41 @@ class SyncResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-    ) -> str:
-        return self._submit(
-            self._client.call(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        shape: Literal["json"] = "json",
+    ) -> str: ...
+
+    @overload
+    def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: Literal["anthropic"],
+    ) -> list[dict[str, Any]]: ...
+
+    def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: str = "json",
+    ) -> str | list[dict[str, Any]]:
+        work = self._client.call(
+            name,
+            arguments,
+            report_id=report_id,
+            org_id=org_id,
+            wait_s=wait_s,
+            shape=shape,  # type: ignore[call-overload]
         )
+        answer: str | list[dict[str, Any]] = self._submit(work)
+        return answer
 
     def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
         return self._submit(self._client.run(function, kwargs, wait_s=wait_s))

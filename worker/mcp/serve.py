@@ -1,0 +1,49 @@
+"""Run the MCP server: over stdio for one host process, or over streamable HTTP with uvicorn."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from worker.client import ResearchClient
+from worker.config import Settings
+from worker.logs import fields
+from worker.mcp.http import build_app
+from worker.mcp.tokens import Tokens
+from worker.mcp.tools import Billing, build_server
+
+log = logging.getLogger("research.mcp")
+
+WAIT_MARGIN_S = 30.0  # a call waits the job timeout plus this before it answers `timeout`
+
+
+def client_for(settings: Settings) -> ResearchClient:
+    return ResearchClient(settings=settings, wait_s=settings.job_timeout_s + WAIT_MARGIN_S)
+
+
+async def serve_stdio(settings: Settings, report_id: str, version: str) -> None:
+    """One session for as long as the host keeps stdin open; every call counts against ``report_id``."""
+    billing = Billing(report_id=report_id)
+    async with client_for(settings) as client:
+        server = build_server(settings, client, lambda ctx: billing, version=version)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(settings: Settings, tokens: Tokens, host: str, port: int, version: str) -> None:
+    async with client_for(settings) as client:
+        app = build_app(settings, client, tokens, host=host, version=version)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,  # our logging, configured once by the command line
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,
+            lifespan="on",
+        )
+        log.info("serving MCP over streamable HTTP", extra=fields(url=f"http://{host}:{port}/mcp"))
+        await uvicorn.Server(config).serve()
