@@ -45,12 +45,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.mcp.tokens import Caller, Tokens
-from worker.mcp.tools import PROGRESS_EVERY_S, Billing, build_server
+from worker.mcp.tools import PROGRESS_EVERY_S, Billing, BillingOf, build_server
 
 PATH: Final = "/mcp"
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8301
 CALLER_SCOPE_KEY: Final = "research.mcp.caller"
+REPORT_PREFIX: Final = "mcp-"
 
 
 @dataclass
@@ -133,23 +134,24 @@ def _unsupported_era(requested: str) -> Response:
     return Response(body, status_code=400, media_type="application/json")
 
 
-def session_billing(ctx: ServerRequestContext[Any, Any]) -> Billing:
+def session_billing(report_prefix: str = REPORT_PREFIX) -> BillingOf:
     """One report per MCP session, paid by the org of the token that opened it.
 
     The report id is derived from the session id by a hash, so results and the dashboard, which
     show report ids, never show a session id another client could present.
     """
-    request = ctx.request
-    scope = getattr(request, "scope", None)
-    caller = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
-    session_id = request.headers.get(MCP_SESSION_ID_HEADER) if request is not None else None
-    if not isinstance(caller, Caller) or not session_id:
-        raise MCPError(code=types.INVALID_REQUEST, message="a tool call needs an MCP session")
-    return Billing(report_id=report_of_session(session_id), org_id=caller.org_id)
 
+    def billing(ctx: ServerRequestContext[Any, Any]) -> Billing:
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        caller = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER) if request is not None else None
+        if not isinstance(caller, Caller) or not session_id:
+            raise MCPError(code=types.INVALID_REQUEST, message="a tool call needs an MCP session")
+        digest = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+        return Billing(report_id=f"{report_prefix}{digest}", org_id=caller.org_id)
 
-def report_of_session(session_id: str) -> str:
-    return "mcp-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    return billing
 
 
 def transport_security(host: str, origins: tuple[str, ...]) -> TransportSecuritySettings:
@@ -183,10 +185,10 @@ def build_app(
     host: str,
     version: str,
     progress_every_s: float = PROGRESS_EVERY_S,
+    report_prefix: str = REPORT_PREFIX,
 ) -> ASGIApp:
-    server = build_server(
-        settings, client, session_billing, version=version, progress_every_s=progress_every_s
-    )
+    billing = session_billing(report_prefix)
+    server = build_server(settings, client, billing, version=version, progress_every_s=progress_every_s)
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=transport_security(host, settings.mcp_origins),
