@@ -49,6 +49,9 @@ MAX_BLOCK_S = 30.0
 # names a report or an organization is trying to spend someone else's budget.
 MODEL_TOOLS: Final = ("fetch_page", "web_search")
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
+# Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
+# before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
+MAX_ARGUMENTS_BYTES: Final = 65_536
 
 T = TypeVar("T")
 
@@ -489,6 +492,10 @@ def model_arguments(arguments: object) -> dict[str, Any]:
         text = arguments
     else:
         raise InvalidRequest("the tool arguments must be a JSON object")
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        raise InvalidRequest(
+            f"the tool arguments are larger than any valid call ({MAX_ARGUMENTS_BYTES:,} bytes)"
+        )
     if not text.strip():
         return {}  # some frameworks send "" for a call without arguments
     try:
