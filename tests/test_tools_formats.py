@@ -36,7 +36,9 @@ def tools_of(tool_format: str, listing: Any) -> list[dict[str, Any]]:
             for t in listing
         ]
     if tool_format == "openai-responses":
-        return [{"name": t["name"], "description": t["description"], "schema": t["parameters"]} for t in listing]
+        return [
+            {"name": t["name"], "description": t["description"], "schema": t["parameters"]} for t in listing
+        ]
     if tool_format == "mcp":
         return [
             {"name": t["name"], "description": t["description"], "schema": t["inputSchema"]}
