@@ -309,13 +309,15 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     settings, found = _locate(settings)
     asyncio.run(_no_worker_warning(reach(found, settings, REACH_S), settings))
     from worker.mcp.serve import serve_http, serve_stdio  # the SDK takes a while to import
+    from worker.settings import ToolFormat, formatted
 
+    listing = formatted(settings, ToolFormat.MCP)["tools"]  # exactly what `tools --format mcp` prints
     if args.http:
-        asyncio.run(serve_http(settings, tokens, args.host, args.port, version()))
+        asyncio.run(serve_http(settings, listing, tokens, args.host, args.port, version()))
     else:
         if args.report is None:
             say(f"this MCP session's report id is {report_id}")
-        asyncio.run(serve_stdio(settings, report_id, version()))
+        asyncio.run(serve_stdio(settings, listing, report_id, version()))
     return Exit.OK
 
 

@@ -14,6 +14,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from jobs.definitions import ToolFormat, formatted
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.mcp.http import build_app
@@ -57,6 +58,7 @@ async def serving(
 ) -> AsyncIterator[McpHttp]:
     app = build_app(
         settings,
+        formatted(settings, ToolFormat.MCP)["tools"],
         client,
         tokens,
         host="127.0.0.1",

@@ -179,6 +179,7 @@ def _is_loopback(host: str) -> bool:
 
 def build_app(
     settings: Settings,
+    listing: list[dict[str, Any]],
     client: ResearchClient,
     tokens: Tokens,
     *,
@@ -188,7 +189,7 @@ def build_app(
     report_prefix: str = REPORT_PREFIX,
 ) -> ASGIApp:
     billing = session_billing(report_prefix)
-    server = build_server(settings, client, billing, version=version, progress_every_s=progress_every_s)
+    server = build_server(listing, client, billing, version=version, progress_every_s=progress_every_s)
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=transport_security(host, settings.mcp_origins),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import uvicorn
 from mcp.server.stdio import stdio_server
@@ -23,18 +24,22 @@ def client_for(settings: Settings) -> ResearchClient:
     return ResearchClient(settings=settings, wait_s=settings.job_timeout_s + WAIT_MARGIN_S)
 
 
-async def serve_stdio(settings: Settings, report_id: str, version: str) -> None:
+async def serve_stdio(
+    settings: Settings, listing: list[dict[str, Any]], report_id: str, version: str
+) -> None:
     """One session for as long as the host keeps stdin open; every call counts against ``report_id``."""
     billing = Billing(report_id=report_id)
     async with client_for(settings) as client:
-        server = build_server(settings, client, lambda ctx: billing, version=version)
+        server = build_server(listing, client, lambda ctx: billing, version=version)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(settings: Settings, tokens: Tokens, host: str, port: int, version: str) -> None:
+async def serve_http(
+    settings: Settings, listing: list[dict[str, Any]], tokens: Tokens, host: str, port: int, version: str
+) -> None:
     async with client_for(settings) as client:
-        app = build_app(settings, client, tokens, host=host, version=version)
+        app = build_app(settings, listing, client, tokens, host=host, version=version)
         config = uvicorn.Config(
             app,
             host=host,

@@ -1,10 +1,11 @@
 """The MCP server both transports serve: ``web_search`` and ``fetch_page``, run as jobs.
 
-The tool listing is ``tools --format mcp`` (``jobs.definitions``), so every format says the same
-thing. A call is handed to ``ResearchClient.call_result`` exactly as a model's tool call from an
-orchestrator is, so budgets, the URL menu, the page cache and the dashboard all apply, and
-whatever the arguments are, the answer is a result: an error result is a tool result with
-``isError: true`` (its JSON as text), never a protocol error. Every result also travels as
+The tool listing is handed in, and is ``tools --format mcp`` (the command line builds it from
+``jobs.definitions`` through the composition root), so every format says the same thing. A call
+is handed to ``ResearchClient.call_result`` exactly as a model's tool call from an orchestrator
+is, so budgets, the URL menu, the page cache and the dashboard all apply, and whatever the
+arguments are, the answer is a result: an error result is a tool result with ``isError: true``
+(its JSON as text), never a protocol error. Every result also travels as
 ``structuredContent``, conforming to the tool's ``outputSchema``.
 
 While a job runs, a caller that asked for progress gets a notification every few seconds. A
@@ -24,9 +25,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
-from jobs.definitions import ToolFormat, formatted
 from worker.client import ResearchClient
-from worker.config import Settings
 from worker.results import Result
 from worker.serialization import dumps
 
@@ -50,19 +49,19 @@ BillingOf = Callable[[ServerRequestContext[Any, Any]], Billing]
 
 
 def build_server(
-    settings: Settings,
+    listing: list[dict[str, Any]],
     client: ResearchClient,
     billing_of: BillingOf,
     *,
     version: str,
     progress_every_s: float = PROGRESS_EVERY_S,
 ) -> Server[Any]:
-    listing = [types.Tool.model_validate(tool) for tool in formatted(settings, ToolFormat.MCP)["tools"]]
+    tools = [types.Tool.model_validate(tool) for tool in listing]
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listing)
+        return types.ListToolsResult(tools=tools)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
