@@ -308,12 +308,16 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     report_id = _report_id(args.report) if args.report is not None else f"mcp-{uuid.uuid4().hex}"
     settings, found = _locate(settings)
     asyncio.run(_no_worker_warning(reach(found, settings, REACH_S), settings))
-    from worker.mcp.serve import serve_http, serve_stdio  # the SDK takes a while to import
+    from worker.mcp.serve import CannotListen, serve_http, serve_stdio  # the SDK takes a while to import
     from worker.settings import ToolFormat, formatted
 
     listing = formatted(settings, ToolFormat.MCP)["tools"]  # exactly what `tools --format mcp` prints
     if args.http:
-        asyncio.run(serve_http(settings, listing, tokens, args.host, args.port, version()))
+        try:
+            asyncio.run(serve_http(settings, listing, tokens, args.host, args.port, version()))
+        except CannotListen as exc:
+            say(str(exc))
+            return Exit.JOB_ERROR  # as the dashboard does
     else:
         if args.report is None:
             say(f"this MCP session's report id is {report_id}")
