@@ -516,8 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = command(
         "tools",
         "print the tool definitions for the orchestrator's model, in an agent framework's format",
-        "  research-worker tools\n  research-worker tools --format mcp\n"
-        "  research-worker tools --format openai-responses",
+        "  research-worker tools\n  research-worker tools --format openai-responses",
         cmd_tools,
     )
     tools.add_argument(
@@ -532,10 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp = command(
         "mcp",
-        "serve web_search and fetch_page over MCP: stdio for one host process, or streamable HTTP",
+        "serve web_search and fetch_page over MCP, stdio or streamable HTTP (docs/mcp.md)",
         "  research-worker mcp --report r-1\n"
-        "  RESEARCH_MCP_TOKENS_FILE=/etc/research/mcp-tokens.json research-worker mcp --http\n"
-        "  (docs/mcp.md: Claude Desktop and Claude Code configuration, tokens, origins)",
+        "  RESEARCH_MCP_TOKENS_FILE=/etc/research/mcp-tokens.json research-worker mcp --http",
         cmd_mcp,
     )
     mcp.add_argument(
