@@ -10,6 +10,7 @@ session ends still leaves its job's result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -33,6 +34,7 @@ from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fake_openrouter import KEY, FakeOpenRouter, fake_openrouter
 from tests.support.fetching import fetch_settings
+from tests.support.held_page import HeldPage
 from tests.support.mcp_http import OTHER_TOKEN, TOKEN, McpHttp, serving, tokens_for
 from tests.support.tls import TestCA, serve
 from tests.support.workers import running_worker
@@ -275,14 +277,23 @@ async def wait_for_one_result(redis: aioredis.Redis, token: str) -> dict[str, An
 async def test_a_cancelled_call_stops_the_wait_and_the_job_still_writes_its_result(
     http: McpHttp, ca: TestCA, redis: aioredis.Redis, token: str
 ) -> None:
-    async with serve({"/": slow_page}, ca.server_context()) as site:
+    held = HeldPage()
+
+    async def cancel_once_fetching(scope: anyio.CancelScope) -> None:
+        await held.asked.wait()
+        scope.cancel()
+
+    async with serve({"/": held.handler}, ca.server_context()) as site:
         async with http.client() as client:
-            with anyio.move_on_after(0.4) as waited:
+            with anyio.CancelScope() as scope:
+                watcher = asyncio.create_task(cancel_once_fetching(scope))
                 await client.call_tool("fetch_page", {"url": site.url("/")})
-            assert waited.cancelled_caught
+            await watcher
+            assert scope.cancelled_caught
             assert await result_keys(redis, token) == []  # the job is still running
             # The session goes on serving after the cancellation.
             assert (await client.list_tools()).tools
+        held.release.set()
         done = await wait_for_one_result(redis, token)
     assert (done["ok"], done["title"]) == (True, "A page")
 
@@ -290,17 +301,21 @@ async def test_a_cancelled_call_stops_the_wait_and_the_job_still_writes_its_resu
 async def test_a_session_that_ends_mid_call_leaves_the_jobs_result(
     http: McpHttp, ca: TestCA, redis: aioredis.Redis, token: str
 ) -> None:
-    async with serve({"/": slow_page}, ca.server_context()) as site:
+    held = HeldPage()
+    async with serve({"/": held.handler}, ca.server_context()) as site:
 
         async def call_and_hang_up() -> None:
             async with http.client() as client:
                 await client.call_tool("fetch_page", {"url": site.url("/")})
 
         task = asyncio.create_task(call_and_hang_up())
-        await asyncio.sleep(0.5)
+        async with asyncio.timeout(20):
+            await held.asked.wait()  # the worker is fetching
         task.cancel()  # the client goes away, session and all
-        with pytest.raises(BaseException):  # noqa: B017, PT011 - cancelled or a closed-session error
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        assert await result_keys(redis, token) == []  # the job is still running
+        held.release.set()
         done = await wait_for_one_result(redis, token)
     assert (done["ok"], done["title"]) == (True, "A page")
 

@@ -27,6 +27,7 @@ from jobs.fetch import FetchPageTool
 from jobs.output_schemas import output_schema
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
+from tests.support.held_page import HeldPage
 from tests.support.processes import settings_env
 from tests.support.run_cli import ROOT
 from tests.support.tls import TestCA, serve
@@ -36,11 +37,6 @@ from worker.config import Settings
 
 async def page(request: web.Request) -> web.Response:
     return web.Response(text="<title>A page</title><main><p>Some text.</p></main>", content_type="text/html")
-
-
-async def slow_page(request: web.Request) -> web.Response:
-    await asyncio.sleep(2.0)
-    return await page(request)
 
 
 def server_env(settings: Settings) -> dict[str, str]:
@@ -98,8 +94,9 @@ async def test_a_session_that_ends_mid_call_leaves_the_jobs_result(
 ) -> None:
     # The server's job ids carry no test token: a short result TTL keeps the shared Redis clean.
     s = fetch_settings(settings, ca, result_ttl_s=60)
+    held = HeldPage()
     async with (
-        serve({"/": slow_page}, ca.server_context()) as site,
+        serve({"/": held.handler}, ca.server_context()) as site,
         running_worker(s, [FetchPageTool(FakeResolver({}))]) as worker,
     ):
 
@@ -108,14 +105,14 @@ async def test_a_session_that_ends_mid_call_leaves_the_jobs_result(
                 await client.call_tool("fetch_page", {"url": site.url("/")})
 
         task = asyncio.create_task(call_and_hang_up())
-        async with asyncio.timeout(20):
-            while not worker.tasks:  # until the worker runs the job
-                await asyncio.sleep(0.02)
+        async with asyncio.timeout(30):
+            await held.asked.wait()  # the worker is fetching
         job_id = next(iter(worker.tasks))
         task.cancel()  # the host goes away: stdin closes, the server process ends
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-        assert await redis.get(f"research:result:{job_id}") is None  # the job was still running
+        assert await redis.get(f"research:result:{job_id}") is None  # the job is still running
+        held.release.set()
         async with asyncio.timeout(20):
             while (written := await redis.get(f"research:result:{job_id}")) is None:
                 await asyncio.sleep(0.05)
