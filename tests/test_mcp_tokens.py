@@ -139,6 +139,9 @@ def test_mcp_http_without_a_tokens_file_and_with_report_are_usage_errors() -> No
     both = run_cli("mcp", "--http", "--report", "r-1", env={"PATH": "/usr/bin:/bin"})
     assert both.returncode == 2
     assert "--report is for stdio" in both.stderr
+    bad_report = run_cli("mcp", "--report", "not a report id!", env={"PATH": "/usr/bin:/bin"})
+    assert bad_report.returncode == 2
+    assert bad_report.stderr.startswith("research-worker: --report: ")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ from typing import Any
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from redis.exceptions import RedisError
 
 from worker.client import ResearchClient
 from worker.results import Result
@@ -73,7 +75,14 @@ def build_server(
             report_id=billing.report_id,
             org_id=billing.org_id,
         )
-        result = await _reporting_progress(ctx, work, params.name, progress_every_s)
+        try:
+            result = await _reporting_progress(ctx, work, params.name, progress_every_s)
+        except (RedisError, OSError) as exc:
+            # Not the tool's failure but the server's: a protocol error the host shows as such.
+            raise MCPError(
+                code=types.INTERNAL_ERROR,
+                message=f"the queue's Redis is unreachable ({type(exc).__name__}); is it running?",
+            ) from None
         return tool_result(result)
 
     return Server(
