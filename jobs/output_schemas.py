@@ -39,7 +39,7 @@ HEAD: Final[dict[str, Any]] = {
 
 WEB_SEARCH_OK: Final[dict[str, Any]] = {
     "type": "object",
-    "required": ["ok", "tool", "report_id", "job_id", "query", "results", "provider"],
+    "required": ["ok", "tool", "report_id", "job_id", "query", "results"],
     "properties": {
         **HEAD,
         "tool": {"const": "web_search"},
@@ -60,22 +60,11 @@ WEB_SEARCH_OK: Final[dict[str, Any]] = {
     },
 }
 
+# Only what every ok fetch has, continuations and passages included, is required: a client that
+# validates refuses the whole result when a required field is missing.
 FETCH_PAGE_OK: Final[dict[str, Any]] = {
     "type": "object",
-    "required": [
-        "ok",
-        "tool",
-        "report_id",
-        "job_id",
-        "url",
-        "final_url",
-        "status",
-        "content_type",
-        "title",
-        "text",
-        "truncated",
-        "links",
-    ],
+    "required": ["ok", "tool", "report_id", "job_id", "url", "text"],
     "properties": {
         **HEAD,
         "tool": {"const": "fetch_page"},
@@ -95,6 +84,19 @@ FETCH_PAGE_OK: Final[dict[str, Any]] = {
         "cached": {"type": "boolean"},
         "pages": {"type": "integer"},
         "pages_read": {"type": "integer"},
+        "format": {"type": "string"},
+        "offset": {"type": "integer"},
+        "total_chars": {"type": "integer"},
+        "next_offset": {"type": ["integer", "null"]},
+        "matches": {"type": "array", "items": {"type": "object"}},
+        "page_offsets": {"type": "array", "items": {"type": "integer"}},
+        "metadata": {"type": ["object", "null"]},
+        "sha256": NULLABLE_STRING,
+        "archived": {"type": "boolean"},
+        "archive_record": NULLABLE_STRING,
+        "rendered": {"type": "boolean"},
+        "script_shell": {"type": "boolean"},
+        "refetched": {"type": "boolean"},
     },
 }
 

@@ -28,7 +28,7 @@ from tests.support.fake_openrouter import KEY, FakeOpenRouter, completion, fake_
 from tests.support.fetching import fetch_settings
 from tests.support.tls import TestCA, serve
 from tests.support.workers import running_worker
-from worker.client import ClientError, ResearchClient
+from worker.client import ClientError, ResearchClient, SyncResearchClient
 from worker.config import Secret, Settings
 from worker.shapes import anthropic_blocks
 
@@ -152,3 +152,11 @@ def test_the_responses_format_carries_the_same_schema_as_every_other_format() ->
     assert [(t["name"], t["description"], t["parameters"]) for t in responses] == [
         (t["name"], t["description"], t["input_schema"]) for t in anthropic
     ]
+
+
+def test_the_blocking_twin_returns_the_same_blocks(settings: Settings, report: str) -> None:
+    with SyncResearchClient(settings=settings, wait_s=1) as client:
+        blocks = client.call("nope", {}, report_id=report, shape="anthropic")
+        text = client.call("nope", {}, report_id=report)
+    valid_tool_result_content(blocks)
+    assert json.loads(blocks[0]["text"])["error"] == json.loads(text)["error"]
