@@ -87,11 +87,10 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)  # the lifespan, which starts the session manager
             return
-        refusal, caller = self.check(Headers(scope=scope))
-        if refusal is not None:
-            await refusal(scope, receive, send)
+        caller = self.check(Headers(scope=scope))
+        if isinstance(caller, Response):
+            await caller(scope, receive, send)  # refused
             return
-        assert caller is not None
         scope[CALLER_SCOPE_KEY] = caller
         # The SDK binds each session to the principal that opened it: the token's digest.
         token = AccessToken(token=caller.digest, client_id=caller.org_id, scopes=[], subject=caller.digest)
@@ -99,25 +98,26 @@ class Gate:
         scope["auth"] = AuthCredentials([])
         await self.app(scope, receive, send)
 
-    def check(self, headers: Headers) -> tuple[Response | None, Caller | None]:
+    def check(self, headers: Headers) -> Caller | Response:
+        """Who is calling, or the refusal to send."""
         origin = headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.origins:
-            return _refusal(403, "this Origin is not allowed (RESEARCH_MCP_ORIGINS)"), None
+            return _refusal(403, "this Origin is not allowed (RESEARCH_MCP_ORIGINS)")
         scheme, _, token = headers.get("authorization", "").partition(" ")
         caller = self.tokens.caller(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if caller is None:
             refusal = _refusal(401, "a valid bearer token is required")
             refusal.headers["WWW-Authenticate"] = 'Bearer realm="research-worker"'
-            return refusal, None
+            return refusal
         wait_s = self.limiter.wait_s(caller.digest)
         if wait_s > 0:
             refusal = _refusal(429, "too many requests for this token; retry later")
             refusal.headers["Retry-After"] = str(max(1, math.ceil(wait_s)))
-            return refusal, None
+            return refusal
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version in MODERN_PROTOCOL_VERSIONS:
-            return _unsupported_era(version), None
-        return None, caller
+            return _unsupported_era(version)
+        return caller
 
 
 def _refusal(status: int, message: str) -> JSONResponse:
