@@ -274,6 +274,15 @@ async def wait_for_one_result(redis: aioredis.Redis, token: str) -> dict[str, An
     raise AssertionError("the job never wrote its result")
 
 
+def waiting_calls() -> list[asyncio.Task[Any]]:
+    """The server's waits for a call's result, running in this event loop."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if getattr(task.get_coro(), "__qualname__", "") == "ResearchClient.call_result" and not task.done()
+    ]
+
+
 async def test_a_cancelled_call_stops_the_wait_and_the_job_still_writes_its_result(
     http: McpHttp, ca: TestCA, redis: aioredis.Redis, token: str
 ) -> None:
@@ -281,6 +290,7 @@ async def test_a_cancelled_call_stops_the_wait_and_the_job_still_writes_its_resu
 
     async def cancel_once_fetching(scope: anyio.CancelScope) -> None:
         await held.asked.wait()
+        assert len(waiting_calls()) == 1  # the server waits for the job
         scope.cancel()
 
     async with serve({"/": held.handler}, ca.server_context()) as site:
@@ -290,6 +300,9 @@ async def test_a_cancelled_call_stops_the_wait_and_the_job_still_writes_its_resu
                 await client.call_tool("fetch_page", {"url": site.url("/")})
             await watcher
             assert scope.cancelled_caught
+            async with asyncio.timeout(10):  # the server stops waiting (it runs in this loop)
+                while waiting_calls():
+                    await asyncio.sleep(0.02)
             assert await result_keys(redis, token) == []  # the job is still running
             # The session goes on serving after the cancellation.
             assert (await client.list_tools()).tools
