@@ -7,8 +7,8 @@ to be weighed and cited, never obeyed. ``report_id`` and ``org_id`` are not in t
 orchestrator adds them, so the model can neither forge nor spend another report's budget.
 
 The definitions are written once, in Anthropic's shape (``name``, ``description``,
-``input_schema``); ``formatted`` rewraps them for OpenAI's function calling and for an MCP
-server's tool listing, so every format says the same thing.
+``input_schema``); ``formatted`` rewraps them for OpenAI's function calling (Chat Completions and
+the Responses API) and for an MCP server's tool listing, so every format says the same thing.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from jobs.output_schemas import output_schema
 from worker.config import RenderMode, Settings
 from worker.limits import (
     DEFAULT_MAX_RESULTS,
@@ -34,6 +35,7 @@ class ToolFormat(StrEnum):
     ANTHROPIC = "anthropic"  # Messages API: [{name, description, input_schema}]
     OPENAI = "openai"  # function calling: [{type: "function", function: {name, description, parameters}}]
     MCP = "mcp"  # a server's tools/list result: {tools: [{name, description, inputSchema, annotations}]}
+    OPENAI_RESPONSES = "openai-responses"  # Responses API: [{type: "function", name, parameters, ...}]
 
 
 TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page"}
@@ -55,6 +57,8 @@ def formatted(settings: Settings, tool_format: ToolFormat) -> Any:
     definitions = tool_definitions(settings)
     if tool_format is ToolFormat.OPENAI:
         return [openai_function(definition) for definition in definitions]
+    if tool_format is ToolFormat.OPENAI_RESPONSES:
+        return [openai_responses_function(definition) for definition in definitions]
     if tool_format is ToolFormat.MCP:
         return {"tools": [mcp_tool(definition) for definition in definitions]}
     return definitions
@@ -71,6 +75,20 @@ def openai_function(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def openai_responses_function(definition: dict[str, Any]) -> dict[str, Any]:
+    """The Responses API's function tool: flat, where Chat Completions nests under ``function``."""
+    return {
+        "type": "function",
+        "name": definition["name"],
+        "description": definition["description"],
+        "parameters": definition["input_schema"],
+        # The Responses API turns strict mode on unless told otherwise, and strict mode would
+        # demand every property be required and forbid defaults and bounds: the schema would no
+        # longer be the one every other format carries. The worker validates arguments anyway.
+        "strict": False,
+    }
+
+
 def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
     title = TITLES[definition["name"]]
     return {
@@ -78,6 +96,7 @@ def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
         "title": title,
         "description": definition["description"],
         "inputSchema": definition["input_schema"],
+        "outputSchema": output_schema(definition["name"]),
         # Hints for the client deciding whether to ask a person first: both tools only read the
         # web (the budgets they spend are the worker's own bookkeeping), change nothing there,
         # and reach an open world of third-party sites.

@@ -298,3 +298,16 @@ async def test_a_refused_redirect_names_the_hop(
     assert answer["error"]["kind"] == kind
     assert named.format(port=server.port) in answer["error"]["message"]
     assert answer["url"] == server.url("/")
+
+
+async def test_arguments_past_64_kib_are_an_invalid_request_result_and_are_not_enqueued(
+    settings: Settings, report: str, redis: aioredis.Redis
+) -> None:
+    huge = {"url": "https://example.org/" + "a" * 70_000}
+    async with ResearchClient(settings=settings, wait_s=1) as client:
+        as_dict = json.loads(await client.call("fetch_page", huge, report_id=report))
+        as_text = json.loads(await client.call("fetch_page", json.dumps(huge), report_id=report))
+    for answer in (as_dict, as_text):
+        assert (answer["ok"], answer["error"]["kind"]) == (False, "invalid_request")
+        assert "larger than any valid call" in answer["error"]["message"]
+    assert await redis.zcard(settings.queue_name) == 0

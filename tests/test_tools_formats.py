@@ -1,4 +1,4 @@
-"""``research-worker tools --format anthropic|openai|mcp``: the same two tools, in each agent
+"""``research-worker tools --format anthropic|openai|openai-responses|mcp``: the same two tools, in each agent
 framework's own shape, valid against that shape's schema, with the untrusted-content posture."""
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ def tools_of(tool_format: str, listing: Any) -> list[dict[str, Any]]:
                 "schema": t["function"]["parameters"],
             }
             for t in listing
+        ]
+    if tool_format == "openai-responses":
+        return [
+            {"name": t["name"], "description": t["description"], "schema": t["parameters"]} for t in listing
         ]
     if tool_format == "mcp":
         return [
@@ -78,6 +82,7 @@ def test_every_format_describes_the_same_tools_with_the_same_schemas(listings: d
     shapes = {name: tools_of(name, listings[name]) for name in FORMAT_NAMES}
     assert [t["name"] for t in shapes["anthropic"]] == ["web_search", "fetch_page"]
     assert shapes["openai"] == shapes["anthropic"]
+    assert shapes["openai-responses"] == shapes["anthropic"]
     assert shapes["mcp"] == shapes["anthropic"]
 
 
@@ -110,6 +115,8 @@ def test_an_unknown_format_is_a_usage_error() -> None:
         ("openai", lambda listing: listing[0]["function"].update(name="web search")),
         ("openai", lambda listing: listing[0]["function"].update(input_schema={"type": "object"})),
         ("openai", lambda listing: listing[0]["function"]["parameters"].update(type="array")),
+        ("openai-responses", lambda listing: listing[0].update(function={"name": "web_search"})),
+        ("openai-responses", lambda listing: listing[0].pop("parameters")),
         ("mcp", lambda listing: listing["tools"][0].pop("inputSchema")),
         ("mcp", lambda listing: listing["tools"][0]["annotations"].update(readOnlyHint="yes")),
         ("mcp", lambda listing: listing["tools"][0].update(input_schema={"type": "object"})),
@@ -121,6 +128,8 @@ def test_an_unknown_format_is_a_usage_error() -> None:
         "openai name with a space",
         "openai with anthropic's key",
         "openai parameters not an object",
+        "responses with chat completions' nesting",
+        "responses without parameters",
         "mcp without inputSchema",
         "mcp hint not a boolean",
         "mcp with anthropic's key",

@@ -20,6 +20,7 @@ import re
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from enum import IntEnum
 from importlib import metadata
@@ -412,6 +413,44 @@ def cmd_tools(args: argparse.Namespace, settings: Settings) -> int:
     return Exit.OK
 
 
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve the tools over MCP; each call is a job on the queue, so a worker must run somewhere."""
+    if args.http and args.report is not None:
+        raise UsageError("--report is for stdio; over HTTP each MCP session is a report of its own")
+    if args.http:
+        from worker.mcp.tokens import load_tokens
+
+        tokens = load_tokens(settings.mcp_tokens_file)  # a bad file stops here, before Redis
+    report_id = _report_id(args.report) if args.report is not None else f"mcp-{uuid.uuid4().hex}"
+    settings, found = _locate(settings)
+    asyncio.run(_no_worker_warning(reach(found, settings, REACH_S), settings))
+    from worker.mcp.serve import CannotListen, serve_http, serve_stdio  # the SDK takes a while to import
+    from worker.settings import ToolFormat, formatted
+
+    listing = formatted(settings, ToolFormat.MCP)["tools"]  # exactly what `tools --format mcp` prints
+    if args.http:
+        try:
+            asyncio.run(serve_http(settings, listing, tokens, args.host, args.port, version()))
+        except CannotListen as exc:
+            say(str(exc))
+            return Exit.JOB_ERROR  # as the dashboard does
+    else:
+        if args.report is None:
+            say(f"this MCP session's report id is {report_id}")
+        asyncio.run(serve_stdio(settings, listing, report_id, version()))
+    return Exit.OK
+
+
+async def _no_worker_warning(pool: Awaitable[ArqRedis], settings: Settings) -> None:
+    """Say so on stderr when no worker runs yet: calls wait for one (an MCP host starts us early)."""
+    redis = await pool
+    try:
+        if not await health.any_alive(redis, settings.queue_name):
+            say(f"no worker is running on queue {settings.queue_name} yet; calls wait for one to start")
+    finally:
+        await redis.aclose()
+
+
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     settings, found = _locate(settings)
     try:
@@ -642,15 +681,39 @@ def build_parser() -> argparse.ArgumentParser:
     tools = command(
         "tools",
         "print the tool definitions for the orchestrator's model, in an agent framework's format",
-        "  research-worker tools\n  research-worker tools --format mcp",
+        "  research-worker tools\n  research-worker tools --format openai-responses",
         cmd_tools,
     )
     tools.add_argument(
         "--format",
-        choices=("anthropic", "openai", "mcp"),
+        choices=("anthropic", "openai", "openai-responses", "mcp"),
         default="anthropic",
-        help="Anthropic's input_schema, OpenAI's function calling, or an MCP tools/list result",
+        help=(
+            "Anthropic's input_schema, OpenAI's Chat Completions function calling, OpenAI's Responses "
+            "API function tools, or an MCP tools/list result"
+        ),
     )
+
+    mcp = command(
+        "mcp",
+        "serve web_search and fetch_page over MCP, stdio or streamable HTTP (docs/mcp.md)",
+        "  research-worker mcp --report r-1\n"
+        "  RESEARCH_MCP_TOKENS_FILE=/etc/research/mcp-tokens.json research-worker mcp --http",
+        cmd_mcp,
+    )
+    mcp.add_argument(
+        "--report",
+        default=None,
+        metavar="ID",
+        help="stdio: the report every call counts against (default: a new id, printed on stderr)",
+    )
+    mcp.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at /mcp (tokens: RESEARCH_MCP_TOKENS_FILE; a report per session)",
+    )
+    mcp.add_argument("--host", default="127.0.0.1", help="--http: the address to listen on")
+    mcp.add_argument("--port", type=int, default=8301, help="--http: the port to listen on")
 
     dashboard = command(
         "dashboard",

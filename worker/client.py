@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, Literal, TypeVar, overload
 
 import orjson
 from arq.connections import ArqRedis
@@ -39,6 +39,7 @@ from worker.guardian.urls import canonical_url
 from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
 from worker.runtime.envelope import parse_report_id
 from worker.serialization import dumps
+from worker.shapes import Shape, anthropic_blocks
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
@@ -54,6 +55,9 @@ MAX_BLOCK_S = 30.0
 # names a report or an organization is trying to spend someone else's budget.
 MODEL_TOOLS: Final = ("fetch_page", "web_search")
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
+# Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
+# before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
+MAX_ARGUMENTS_BYTES: Final = 65_536
 
 T = TypeVar("T")
 
@@ -268,7 +272,20 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        shape: Literal["json"] = "json",
     ) -> str: ...
+
+    @overload
+    async def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: Literal["anthropic"],
+    ) -> list[dict[str, Any]]: ...
 
     @overload
     async def call(
@@ -283,13 +300,17 @@ class ResearchClient:
         report_id: str | _Unset = UNSET,
         org_id: str | None = None,
         wait_s: float | None = None,
-    ) -> str | Result:
-        """Run a model's tool call as it came and return the JSON to hand back to the model.
+        shape: str = "json",
+    ) -> str | list[dict[str, Any]] | Result:
+        """Run a model's tool call as it came and return what to hand back to the model.
 
         ``name`` and ``arguments`` (a dict, or the JSON text of one) are the model's; ``report_id``
         (and ``org_id`` for searches) are the orchestrator's. Whatever the model sent, the answer is
         a result: an unknown tool, arguments that are not a JSON object, or a model trying to set
         the report is an ``invalid_request`` result, and nothing is enqueued or charged.
+
+        ``shape="json"`` returns the result's JSON text; ``shape="anthropic"`` returns the content
+        blocks of an Anthropic Messages API ``tool_result`` (``worker.shapes``).
 
         Without ``report_id`` this is the low-level form kept for callers that put the report in
         the arguments themselves; it is ``run`` and returns the result object.
@@ -298,24 +319,41 @@ class ResearchClient:
             if not isinstance(name, str) or not isinstance(arguments, Mapping):
                 raise ClientError("call(name, arguments, report_id=...) runs a model's tool call")
             return await self.run(name, dict(arguments), wait_s=wait_s)
+        try:
+            wanted = Shape(shape)
+        except ValueError:
+            raise ClientError(f"shape must be one of {', '.join(s.value for s in Shape)}") from None
+        result = await self.call_result(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        return anthropic_blocks(result) if wanted is Shape.ANTHROPIC else _json(result)
+
+    async def call_result(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> Result:
+        """``call`` without the shaping: the result object of a model's tool call."""
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
         if not isinstance(name, str) or name not in MODEL_TOOLS:
             unknown = InvalidRequest(
                 f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
             )
-            return _json(error_result("unknown", report, job_id, unknown))
+            return error_result("unknown", report, job_id, unknown)
         try:
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
-            return _json(error_result(name, report, job_id, unreadable))
+            return error_result(name, report, job_id, unreadable)
         if ORCHESTRATOR_ARGUMENTS & given.keys():
             forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
-            return _json(error_result(name, report, job_id, forged, about_of(name, given)))
+            return error_result(name, report, job_id, forged, about_of(name, given))
         kwargs = {"report_id": report, **given}
         if org_id is not None and name == "web_search":
             kwargs["org_id"] = org_id
-        return _json(await self._run(name, kwargs, job_id, wait_s))
+        return await self._run(name, kwargs, job_id, wait_s)
 
     async def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
         """Enqueue one job (``kwargs`` include ``report_id``) and wait for its result object."""
@@ -483,6 +521,7 @@ class SyncResearchClient:
     ) -> None:
         self._submit(self._client.set_domains(report_id, allowed=allowed, blocked=blocked))
 
+    @overload
     def call(
         self,
         name: object,
@@ -491,10 +530,41 @@ class SyncResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-    ) -> str:
-        return self._submit(
-            self._client.call(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        shape: Literal["json"] = "json",
+    ) -> str: ...
+
+    @overload
+    def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: Literal["anthropic"],
+    ) -> list[dict[str, Any]]: ...
+
+    def call(
+        self,
+        name: object,
+        arguments: object,
+        *,
+        report_id: str,
+        org_id: str | None = None,
+        wait_s: float | None = None,
+        shape: str = "json",
+    ) -> str | list[dict[str, Any]]:
+        work = self._client.call(
+            name,
+            arguments,
+            report_id=report_id,
+            org_id=org_id,
+            wait_s=wait_s,
+            shape=shape,  # type: ignore[call-overload]
         )
+        answer: str | list[dict[str, Any]] = self._submit(work)
+        return answer
 
     def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
         return self._submit(self._client.run(function, kwargs, wait_s=wait_s))
@@ -542,6 +612,10 @@ def model_arguments(arguments: object) -> dict[str, Any]:
         text = arguments
     else:
         raise InvalidRequest("the tool arguments must be a JSON object")
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        raise InvalidRequest(
+            f"the tool arguments are larger than any valid call ({MAX_ARGUMENTS_BYTES:,} bytes)"
+        )
     if not text.strip():
         return {}  # some frameworks send "" for a call without arguments
     try:

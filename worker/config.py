@@ -218,6 +218,11 @@ class Settings:
     render_max_requests: int = 200  # connections (proxy tunnels) one render may open
     render_max_bytes: int = 16_777_216  # bytes one render's connections may carry, both ways
     render_memory_mb: int = 1024  # the browser's whole process tree, resident
+    # `research-worker mcp --http` (docs/mcp.md): the tokens file is read when that server starts.
+    mcp_tokens_file: str | None = None
+    mcp_origins: tuple[str, ...] = ()
+    mcp_rate_per_minute: int = 120
+    mcp_max_body_bytes: int = 262_144
 
     @property
     def job_timeout_s(self) -> float:
@@ -344,6 +349,10 @@ class Settings:
             render_max_requests=e.integer("RESEARCH_RENDER_MAX_REQUESTS", cls.render_max_requests, minimum=1),
             render_max_bytes=e.integer("RESEARCH_RENDER_MAX_BYTES", cls.render_max_bytes, minimum=1),
             render_memory_mb=e.integer("RESEARCH_RENDER_MEMORY_MB", cls.render_memory_mb, minimum=64),
+            mcp_tokens_file=e.text("RESEARCH_MCP_TOKENS_FILE"),
+            mcp_origins=e.parse("RESEARCH_MCP_ORIGINS", (), _origins),
+            mcp_rate_per_minute=e.integer("RESEARCH_MCP_RATE_PER_MIN", cls.mcp_rate_per_minute, minimum=1),
+            mcp_max_body_bytes=e.integer("RESEARCH_MCP_MAX_BODY_BYTES", cls.mcp_max_body_bytes, minimum=1024),
         )
         settings.check_search()
         if settings.archive_endpoint is not None and not isinstance(settings.archive, ArchiveBucket):
@@ -642,6 +651,24 @@ def load_org_keys(path: str | None) -> Mapping[str, Secret]:
             raise ConfigError(f"{variable}: the key of org {org_id!r} must be one word of printable text")
         org_keys[org_id] = Secret(key)
     return MappingProxyType(org_keys)
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """Web origins (``scheme://host[:port]``) allowed to call the MCP server, in the form browsers send."""
+    origins = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise ValueError(
+                f"{item!r} is not an origin such as https://app.example.org or http://localhost:3000"
+            )
+        if parts.query or parts.fragment or parts.username is not None:
+            raise ValueError(f"{item!r} is not an origin: no path, query or credentials")
+        parts.port  # noqa: B018 - a port that is not a number raises ValueError here
+        origins.append(f"{parts.scheme}://{parts.netloc.lower()}")
+    return tuple(origins)
 
 
 def _readable_file(raw: str) -> str:

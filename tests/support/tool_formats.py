@@ -2,7 +2,9 @@
 
 OpenAI's function calling (Chat Completions ``tools``): a list of ``{"type": "function",
 "function": {"name", "description", "parameters"}}``, the name 1-64 of ``a-z A-Z 0-9 _ -``, the
-parameters a JSON Schema object. An MCP server's ``tools/list`` result (specification 2025-06-18):
+parameters a JSON Schema object. OpenAI's Responses API (``tools`` of ``responses.create``): the
+same function flattened, ``{"type": "function", "name", "description", "parameters", "strict"}``.
+An MCP server's ``tools/list`` result (specification 2025-06-18):
 ``{"tools": [Tool], "nextCursor"?}``, a Tool being ``name``, optional ``title`` and ``description``,
 ``inputSchema`` (a JSON Schema whose ``type`` is ``"object"``), optional ``outputSchema`` and
 ``annotations`` (``title`` and four boolean hints) and ``_meta``. Anthropic's Messages API: a list
@@ -64,6 +66,22 @@ OPENAI_TOOLS: dict[str, Any] = {
     },
 }
 
+OPENAI_RESPONSES_TOOLS: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "name", "parameters"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"const": "function"},
+            "name": TOOL_NAME,
+            "description": {"type": ["string", "null"]},
+            "parameters": OBJECT_SCHEMA,
+            "strict": {"type": ["boolean", "null"]},
+        },
+    },
+}
+
 MCP_TOOL_ANNOTATIONS: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -106,5 +124,6 @@ MCP_LIST_TOOLS_RESULT: dict[str, Any] = {
 FORMATS: dict[str, dict[str, Any]] = {
     "anthropic": ANTHROPIC_TOOLS,
     "openai": OPENAI_TOOLS,
+    "openai-responses": OPENAI_RESPONSES_TOOLS,
     "mcp": MCP_LIST_TOOLS_RESULT,
 }

@@ -1,0 +1,199 @@
+"""``research-worker mcp --http``: the MCP server over streamable HTTP, behind a gate.
+
+Every request to the app passes the gate first, in this order:
+
+1. ``Origin``: a request a browser sends from a page not on ``RESEARCH_MCP_ORIGINS`` is 403. A web
+   page could otherwise reach a server on 127.0.0.1 through DNS rebinding and spend its budgets.
+   Clients that are not browsers send no Origin and pass. (The SDK also checks ``Host`` when the
+   server is bound to loopback, which is the other half of the same defence.)
+2. ``Authorization: Bearer TOKEN`` with a token of ``RESEARCH_MCP_TOKENS_FILE``: else 401.
+3. A per-token rate limit (``RESEARCH_MCP_RATE_PER_MIN``, a token bucket): else 429 with
+   ``Retry-After``.
+4. The protocol era: a 2026-07-28 request (one self-contained POST, no session) is answered
+   "unsupported version" naming the handshake versions, so a client falls back to a session.
+   Each MCP session is one report; a request without a session would have no report.
+
+Then the SDK's streamable HTTP app serves it, with request bodies bounded
+(``RESEARCH_MCP_MAX_BODY_BYTES``, 413 past it). The session is bound to the token that opened it:
+another token presenting its id is answered as if the session did not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import mcp_types as types
+import orjson
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.authentication import AuthCredentials
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from worker.client import ResearchClient
+from worker.config import Settings
+from worker.mcp.tokens import Caller, Tokens
+from worker.mcp.tools import PROGRESS_EVERY_S, Billing, BillingOf, build_server
+
+PATH: Final = "/mcp"
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8301
+CALLER_SCOPE_KEY: Final = "research.mcp.caller"
+REPORT_PREFIX: Final = "mcp-"
+
+
+@dataclass
+class RateLimiter:
+    """A token bucket per bearer token: ``per_minute`` requests, refilled evenly."""
+
+    per_minute: int
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # digest -> (level, when)
+
+    def wait_s(self, digest: str, now: float | None = None) -> float:
+        """0 when a request may go now (and takes its place), else the seconds until one may."""
+        now = time.monotonic() if now is None else now
+        rate = self.per_minute / 60.0
+        level, then = self.buckets.get(digest, (float(self.per_minute), now))
+        level = min(float(self.per_minute), level + (now - then) * rate)
+        if level >= 1.0:
+            self.buckets[digest] = (level - 1.0, now)
+            return 0.0
+        self.buckets[digest] = (level, now)
+        return (1.0 - level) / rate
+
+
+class Gate:
+    """The checks every HTTP request passes before the MCP app sees it (the module docstring)."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens, origins: tuple[str, ...], limiter: RateLimiter) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.origins = frozenset(origins)
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)  # the lifespan, which starts the session manager
+            return
+        caller = self.check(Headers(scope=scope))
+        if isinstance(caller, Response):
+            await caller(scope, receive, send)  # refused
+            return
+        scope[CALLER_SCOPE_KEY] = caller
+        # The SDK binds each session to the principal that opened it: the token's digest.
+        token = AccessToken(token=caller.digest, client_id=caller.org_id, scopes=[], subject=caller.digest)
+        scope["user"] = AuthenticatedUser(token)
+        scope["auth"] = AuthCredentials([])
+        await self.app(scope, receive, send)
+
+    def check(self, headers: Headers) -> Caller | Response:
+        """Who is calling, or the refusal to send."""
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+            return _refusal(403, "this Origin is not allowed (RESEARCH_MCP_ORIGINS)")
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        caller = self.tokens.caller(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if caller is None:
+            refusal = _refusal(401, "a valid bearer token is required")
+            refusal.headers["WWW-Authenticate"] = 'Bearer realm="research-worker"'
+            return refusal
+        wait_s = self.limiter.wait_s(caller.digest)
+        if wait_s > 0:
+            refusal = _refusal(429, "too many requests for this token; retry later")
+            refusal.headers["Retry-After"] = str(max(1, math.ceil(wait_s)))
+            return refusal
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version in MODERN_PROTOCOL_VERSIONS:
+            return _unsupported_era(version)
+        return caller
+
+
+def _refusal(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _unsupported_era(requested: str) -> Response:
+    error = {
+        "code": types.UNSUPPORTED_PROTOCOL_VERSION,
+        "message": "this server serves MCP sessions (one report each); use a handshake protocol version",
+        "data": {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": requested},
+    }
+    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": error})
+    return Response(body, status_code=400, media_type="application/json")
+
+
+def session_billing(report_prefix: str = REPORT_PREFIX) -> BillingOf:
+    """One report per MCP session, paid by the org of the token that opened it.
+
+    The report id is derived from the session id by a hash, so results and the dashboard, which
+    show report ids, never show a session id another client could present.
+    """
+
+    def billing(ctx: ServerRequestContext[Any, Any]) -> Billing:
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        caller = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER) if request is not None else None
+        if not isinstance(caller, Caller) or not session_id:
+            raise MCPError(code=types.INVALID_REQUEST, message="a tool call needs an MCP session")
+        digest = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+        return Billing(report_id=f"{report_prefix}{digest}", org_id=caller.org_id)
+
+    return billing
+
+
+def transport_security(host: str, origins: tuple[str, ...]) -> TransportSecuritySettings:
+    """The SDK's Host check where it is meaningful: a server bound to loopback answers only to
+    loopback names (a rebinding page's Host is its own name). Bound elsewhere, the operator's
+    proxy decides which names reach it."""
+    if not _is_loopback(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*names, *(f"{name}:*" for name in names)],
+        allowed_origins=list(origins),
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def build_app(
+    settings: Settings,
+    listing: list[dict[str, Any]],
+    client: ResearchClient,
+    tokens: Tokens,
+    *,
+    host: str,
+    version: str,
+    progress_every_s: float = PROGRESS_EVERY_S,
+    report_prefix: str = REPORT_PREFIX,
+) -> ASGIApp:
+    billing = session_billing(report_prefix)
+    server = build_server(listing, client, billing, version=version, progress_every_s=progress_every_s)
+    app = server.streamable_http_app(
+        streamable_http_path=PATH,
+        transport_security=transport_security(host, settings.mcp_origins),
+        host=host,
+        max_request_body_size=settings.mcp_max_body_bytes,
+    )
+    return Gate(app, tokens, settings.mcp_origins, RateLimiter(settings.mcp_rate_per_minute))

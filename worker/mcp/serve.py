@@ -1,0 +1,74 @@
+"""Run the MCP server: over stdio for one host process, or over streamable HTTP with uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from worker.client import ResearchClient
+from worker.config import Settings
+from worker.logs import fields
+from worker.mcp.http import build_app
+from worker.mcp.tokens import Tokens
+from worker.mcp.tools import Billing, build_server
+
+log = logging.getLogger("research.mcp")
+
+# The SDK logs every session id at INFO; a session id lets its holder speak in that session.
+logging.getLogger("mcp").setLevel(logging.WARNING)
+
+WAIT_MARGIN_S = 30.0  # a call waits the job timeout plus this before it answers `timeout`
+
+
+def client_for(settings: Settings) -> ResearchClient:
+    return ResearchClient(settings=settings, wait_s=settings.job_timeout_s + WAIT_MARGIN_S)
+
+
+async def serve_stdio(
+    settings: Settings, listing: list[dict[str, Any]], report_id: str, version: str
+) -> None:
+    """One session for as long as the host keeps stdin open; every call counts against ``report_id``."""
+    billing = Billing(report_id=report_id)
+    async with client_for(settings) as client:
+        server = build_server(listing, client, lambda ctx: billing, version=version)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+class CannotListen(Exception):
+    """The address is taken or not ours; the message says which, in the system's words."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """Bound before uvicorn starts, so a taken port is one line and an exit code of our own."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else type(exc).__name__
+        raise CannotListen(f"the MCP server cannot listen on {host}:{port}: {reason}") from None
+
+
+async def serve_http(
+    settings: Settings, listing: list[dict[str, Any]], tokens: Tokens, host: str, port: int, version: str
+) -> None:
+    sock = listening_socket(host, port)
+    async with client_for(settings) as client:
+        app = build_app(settings, listing, client, tokens, host=host, version=version)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,  # our logging, configured once by the command line
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,
+            lifespan="on",
+        )
+        log.info("serving MCP over streamable HTTP", extra=fields(url=f"http://{host}:{port}/mcp"))
+        await uvicorn.Server(config).serve(sockets=[sock])
