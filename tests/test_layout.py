@@ -29,12 +29,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.net",),
     ("worker.state", "worker.embedded", "worker.archive"),
     ("worker.runtime",),
-    ("jobs.decoding", "jobs.reader", "jobs.definitions"),
+    ("jobs.decoding", "jobs.reader", "jobs.definitions", "jobs.output_schemas"),
     ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots", "jobs.render.delegate"),
     ("jobs.fetch", "jobs.search"),
     ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),
-    ("worker.client", "worker.dashboard", "worker.cli"),
+    ("worker.client", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
 )
 MAX_MODULES_PER_PACKAGE = 15
 
