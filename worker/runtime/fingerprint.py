@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from worker.config import Settings, redact_url
+from worker.config import ArchiveBucket, ArchiveDirectory, Settings, redact_url
 from worker.state import health
 
 if TYPE_CHECKING:
@@ -50,6 +50,10 @@ def values_of(settings: Settings) -> dict[str, str]:
         "RESEARCH_BLOCKED_DOMAINS": ",".join(sorted(settings.blocked_domains)),
         "RESEARCH_ALLOWED_DOMAINS": ",".join(sorted(settings.allowed_domains)),
         "RESEARCH_ROBOTS": "on" if settings.robots else "off",
+        "RESEARCH_RENDER": settings.render.value,
+        "RESEARCH_RENDER_BUDGET": settings.render_budget,
+        # Where evidence goes decides ``archived``; the kind and place, never credentials.
+        "RESEARCH_ARCHIVE": archive_of(settings),
         "RESEARCH_READ_BUDGET_CHARS": settings.read_budget_chars,
         "RESEARCH_SEARCH_BUDGET": settings.search_budget,
         "RESEARCH_FETCH_BUDGET": settings.fetch_budget,
@@ -74,6 +78,15 @@ def values_of(settings: Settings) -> dict[str, str]:
         "RESEARCH_ORG_KEYS_FILE": ",".join(sorted(settings.org_keys)),  # the org ids, never a key
     }
     return {name: str(value) for name, value in shown.items()}
+
+
+def archive_of(settings: Settings) -> str:
+    target = settings.archive
+    if isinstance(target, ArchiveBucket):
+        return f"s3://{target.bucket}/{target.prefix}"
+    if isinstance(target, ArchiveDirectory):
+        return "a directory"  # each machine's own: which one is not a difference between workers
+    return "off"
 
 
 def digest_of(values: Mapping[str, str]) -> str:
