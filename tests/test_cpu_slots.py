@@ -204,7 +204,7 @@ async def test_a_page_that_gets_no_cpu_slot_before_its_deadline_ends_in_timeout_
             running_worker(s, [FetchPageTool(FakeResolver({}))]) as worker,
             ResearchClient(settings=s, job_id_prefix=f"{token}-", wait_s=30) as client,
         ):
-            assert worker.runtime.worker is not None
+            assert worker.runtime is not None
             cpu = worker.runtime.cpu_slots
             # Every general slot and the whole express lane, held by other jobs' reductions.
             sizes = (2 * MIB,) * s.reduce_slots + (100,) * EXPRESS_SLOTS

@@ -83,8 +83,8 @@ def cache_settings(settings: Settings, ca: TestCA, **changes: object) -> Setting
 
 
 def counted(worker: ResearchWorker, series: str) -> float:
-    assert worker.runtime.worker is not None
-    return worker.runtime.worker.metrics.registry.get_sample_value(series) or 0.0
+    assert worker.runtime is not None
+    return worker.runtime.metrics.registry.get_sample_value(series) or 0.0
 
 
 def entry_key(settings: Settings, url: str, extract: str = "main") -> str:

@@ -149,7 +149,7 @@ class Queue:
             await asyncio.sleep(0.01)
 
     def refusals(self) -> float:
-        metrics = self.worker.runtime.worker.metrics if self.worker.runtime.worker else None
+        metrics = self.worker.runtime.metrics if self.worker.runtime else None
         assert metrics is not None
         value = metrics.registry.get_sample_value(
             "research_jobs_total", {"tool": "unknown", "outcome": "invalid_request"}

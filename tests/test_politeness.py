@@ -70,8 +70,8 @@ async def polite_worker(
 
 
 def counted(worker: ResearchWorker, series: str, **labels: str) -> float:
-    assert worker.runtime.worker is not None
-    return worker.runtime.worker.metrics.registry.get_sample_value(series, labels) or 0.0
+    assert worker.runtime is not None
+    return worker.runtime.metrics.registry.get_sample_value(series, labels) or 0.0
 
 
 async def test_at_most_the_host_limit_of_fetches_are_in_flight_to_one_host(

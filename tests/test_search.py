@@ -300,8 +300,8 @@ async def test_spend_is_added_to_the_org_day_the_report_and_the_metrics(
     async with searching(search_settings, token) as (worker, client):
         await client.search(report, "first", org_id=org)
         await client.search(report, "second", org_id=org)
-        assert worker.runtime.worker is not None
-        sample = worker.runtime.worker.metrics.registry.get_sample_value
+        assert worker.runtime is not None
+        sample = worker.runtime.metrics.registry.get_sample_value
         # The org is not in the key file, so the metrics count it with every other such org.
         cost = sample(
             "research_search_cost_usd_total", {"org": "(other)", "usage_source": search_settings.usage_source}

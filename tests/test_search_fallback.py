@@ -77,8 +77,8 @@ async def searches_charged(redis: aioredis.Redis, settings: Settings, report: st
 
 
 def provider_searches(worker: ResearchWorker, provider: str, outcome: str) -> float:
-    assert worker.runtime.worker is not None
-    value = worker.runtime.worker.metrics.registry.get_sample_value(
+    assert worker.runtime is not None
+    value = worker.runtime.metrics.registry.get_sample_value(
         "research_search_provider_searches_total", {"provider": provider, "outcome": outcome}
     )
     return value or 0.0

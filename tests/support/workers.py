@@ -19,7 +19,7 @@ async def running_worker(
     task = asyncio.create_task(worker.async_run())
     try:
         for _ in range(500):
-            if worker.runtime.worker is not None:
+            if worker.runtime is not None:
                 break
             if task.done():
                 task.result()

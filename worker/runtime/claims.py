@@ -60,35 +60,43 @@ def parse_lease(value: bytes | str | None) -> Lease | None:
     return Lease(worker_id=holder.rpartition("/")[0] or holder, claimed_ms=int(claimed))
 
 
-# KEYS: pairs of (in-progress key, the job's result key). ARGV: lease ms, holder token, now ms.
-# Returns one flag per pair: 1 while this worker holds the lease, 0 when it has lost it.
-# Atomic, so a lease is never renewed after another worker's claim landed between a read and an
-# extend. A lapsed lease that nobody took (and whose job has no result yet) is taken back: the
-# worker is still running the job, and the key may also have vanished with a Redis restart.
+# KEYS: the queue, then pairs of (in-progress key, the job's result key). ARGV: lease ms, holder
+# token, now ms, then the job ids in the pairs' order. Returns one flag per pair: 1 while this
+# worker holds the lease, 0 when it has lost it. Atomic, so a lease is never renewed after another
+# worker's claim landed between a read and an extend. A lapsed lease that nobody took (and whose
+# job has no result yet) is taken back: the worker is still running the job, and the key may also
+# have vanished with a Redis restart. A held job's score moves on with its lease, which keeps it
+# out of the due part of the queue that a claim reads (worker.state.queue).
 RENEW_SCRIPT = """
 local held = {}
 local prefix = ARGV[2] .. '@'
-for i = 1, #KEYS, 2 do
+local until_ms = tonumber(ARGV[3]) + tonumber(ARGV[1])
+for i = 2, #KEYS, 2 do
   local owner = redis.call('GET', KEYS[i])
+  local flag = 0
   if owner and string.sub(owner, 1, #prefix) == prefix then
     redis.call('PEXPIRE', KEYS[i], ARGV[1])
-    held[#held + 1] = 1
+    flag = 1
   elseif not owner and redis.call('EXISTS', KEYS[i + 1]) == 0 then
     redis.call('SET', KEYS[i], prefix .. ARGV[3], 'PX', ARGV[1])
-    held[#held + 1] = 1
-  else
-    held[#held + 1] = 0
+    flag = 1
   end
+  if flag == 1 then
+    redis.call('ZADD', KEYS[1], 'XX', until_ms, ARGV[3 + i / 2])
+  end
+  held[#held + 1] = flag
 end
 return held
 """
 
 # arq's finish (finish_job and finish_failed_job), done only by the lease holder. KEYS: in-progress,
 # job, retry, arq result, queue, arq's abort set. ARGV: holder token, job id, finish (1) or hand
-# back to the queue (0), arq's result record ('' for none), its TTL ms, a score increment ('' for
-# none). Returns 1 when done, 0 when the job is another worker's now (its key names another
-# holder) or finished already (no key, and no longer queued): a resumed worker neither removes
-# the new holder's claim nor puts a finished job back in the queue with ZINCRBY.
+# back to the queue (0), arq's result record ('' for none), its TTL ms, the score a job handed
+# back is queued with ('' to leave it). Returns 1 when done, 0 when the job is another worker's
+# now (its key names another holder) or finished already (no key, and no longer queued): a resumed
+# worker neither removes the new holder's claim nor puts a finished job back in the queue. A job
+# handed back gets its score from before its claim moved it (plus any delay arq asked for), so it
+# is due again at once, or when arq's Retry said.
 FINISH_SCRIPT = """
 local owner = redis.call('GET', KEYS[1])
 if owner then
@@ -108,7 +116,7 @@ if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[6], ARGV[2])
   redis.call('ZREM', KEYS[5], ARGV[2])
 elseif ARGV[6] ~= '' then
-  redis.call('ZINCRBY', KEYS[5], ARGV[6], ARGV[2])
+  redis.call('ZADD', KEYS[5], 'XX', ARGV[6], ARGV[2])
 end
 return 1
 """
@@ -146,7 +154,10 @@ class JobLeases:
         if not job_ids:
             return set()
         pairs = [key for job_id in job_ids for key in (in_progress_key_prefix + job_id, keys.result(job_id))]
-        flags = await self._renew(keys=pairs, args=[self.lease_ms, self.token, int(time.time() * 1000)])
+        flags = await self._renew(
+            keys=[self._queue_name, *pairs],
+            args=[self.lease_ms, self.token, int(time.time() * 1000), *job_ids],
+        )
         lost = {job_id for job_id, flag in zip(job_ids, flags, strict=True) if not int(flag)}
         lost &= self._held  # a job that finished while the script ran was not lost, only done
         self._held -= lost
@@ -159,9 +170,13 @@ class JobLeases:
         finish: bool,
         arq_result: bytes | None,
         result_ttl_ms: int,
-        incr_score: int | None = None,
+        requeue_score: int | None = None,
     ) -> bool:
-        """arq's end-of-job bookkeeping if this worker still holds the job; False when it does not."""
+        """arq's end-of-job bookkeeping if this worker still holds the job; False when it does not.
+
+        ``requeue_score`` is the score a job handed back (``finish`` false) is queued with: its
+        score before the claim moved it, plus whatever delay arq's Retry asked for.
+        """
         self._held.discard(job_id)
         done = await self._finish(
             keys=[
@@ -178,7 +193,7 @@ class JobLeases:
                 1 if finish else 0,
                 arq_result or b"",
                 max(1, result_ttl_ms),
-                "" if incr_score is None else incr_score,
+                "" if requeue_score is None else requeue_score,
             ],
         )
         return bool(int(done))

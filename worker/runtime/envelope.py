@@ -142,14 +142,6 @@ async def run_tool(
     # waiting inside the worker (for a host's turn, for a reduce slot) counts against it.
     deadline = asyncio.get_running_loop().time() + tool.deadline_s(runtime.settings)
     try:
-        if job_try > 1:
-            # arq runs a job again when its worker died (or lost its lease) after the result was
-            # written but before arq recorded the finish: the written result stands, and the work
-            # is not done twice.
-            previous = await runtime.results.read(job_id)
-            if previous is not None:
-                runtime.settled.add(job_id)
-                return previous
         report_id: str | None = None
         about: About | None = None
         try:
