@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
@@ -244,7 +244,7 @@ async def write_result(
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
             continue
-        except (RedisConnectionError, RedisTimeoutError, WatchError, OSError):
+        except (RedisConnectionError, RedisTimeoutError, OSError):
             if attempt == RESULT_WRITE_ATTEMPTS - 1:
                 raise
             log.warning("result write failed; retrying", extra=fields(job_id=job_id, attempt=attempt + 1))

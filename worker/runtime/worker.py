@@ -156,6 +156,7 @@ class ResearchWorker(Worker):
         )
         if self.runtime is None:
             return
+        await self.runtime.results.buckets.close()
         for tool in self._tools:
             await tool.stop()
 

@@ -1,22 +1,30 @@
 """What workers record for the dashboard beside each result: a line per finished job, and per-minute
 counters for the charts of the last hour.
 
-Both are written in the result's own transaction (``ResultStore.write``), so the dashboard never
-counts an outcome whose result is missing. Neither holds page text: the line keeps short previews
-of the target and of the worker's own error message, the counters hold numbers only.
+The line is written in the result's own script (``ResultStore.write``); the counters are added up
+in the worker (``Buckets``) and written once a second for every job that finished in it, after
+their results: the dashboard never counts an outcome whose result is missing, and a busy worker
+writes a few commands a second for its buckets rather than six per job. Neither holds page text:
+the line keeps short previews of the target and of the worker's own error message, the counters
+hold numbers only.
 
 The minute bucket (``keys.minute``) is one hash per queue and minute: jobs by tool and outcome,
-duration and queue-wait histograms by tool, cache hits by tool, and the deepest queue a finishing
-job saw. One EVAL per job writes all of it, and the bucket expires on its own.
+duration and queue-wait histograms by tool, cache hits by tool, and the deepest queue a worker saw
+as it wrote the bucket. It expires on its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from redis.exceptions import RedisError
 
 from worker.serialization import dumps
 from worker.state import keys
@@ -26,6 +34,11 @@ if TYPE_CHECKING:
     from redis.asyncio.client import Pipeline
 
 RECENT_LIMIT = 1000
+# The recent list is cut back to RECENT_LIMIT only once it is this much longer: one LTRIM per fifty
+# results instead of one each. Readers read the first RECENT_LIMIT.
+RECENT_SLACK = 50
+# How long a worker adds up its jobs' counters before writing them.
+FLUSH_EVERY_S = 1.0
 TARGET_PREVIEW_CHARS = 200
 MESSAGE_PREVIEW_CHARS = 200
 MINUTE_S = 60
@@ -40,13 +53,13 @@ MAX_BIN = 80  # about 17 minutes and beyond
 DEPTH_FIELD = "depth"
 
 # KEYS[1]: the minute bucket (a hash). KEYS[2]: the queue (arq's sorted set), only read.
-# ARGV[1]: the bucket's expiry (unix seconds); ARGV[2..]: hash fields to add one to ('' skips).
+# ARGV[1]: the bucket's expiry (unix seconds); ARGV[2..]: pairs of a hash field and how much to add.
 # A script because the queue's depth must be read and written in one step: commands queued on a
-# transaction cannot use each other's replies. It runs whole, so two workers finishing in the
-# same minute cannot overwrite a deeper depth with a shallower one.
+# transaction cannot use each other's replies. It runs whole, so two workers writing the same
+# minute cannot overwrite a deeper depth with a shallower one.
 MINUTE_SCRIPT = """
-for i = 2, #ARGV do
-  if ARGV[i] ~= '' then redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
+for i = 2, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 local depth = redis.call('ZCARD', KEYS[2])
 local seen = tonumber(redis.call('HGET', KEYS[1], 'depth')) or -1
@@ -144,6 +157,23 @@ def minute_of(at: float) -> int:
     return int(at // MINUTE_S)
 
 
+def counters(
+    result: Mapping[str, Any], outcome: str, duration_ms: float, run: JobRun | None = None
+) -> list[str]:
+    """The bucket fields one finished job adds one to."""
+    tool = str(result.get("tool") or "unknown")
+    fields = [count_field(tool, outcome), duration_field(tool, duration_ms)]
+    if run and run.queue_wait_ms is not None:
+        fields.append(wait_field(tool, run.queue_wait_ms))
+    if result.get("cached") is True:
+        fields.append(cache_hit_field(tool))
+    return fields
+
+
+def expiry_of(minute: int) -> str:
+    return str((minute + 1) * MINUTE_S + BUCKET_TTL_S)
+
+
 def record(
     tx: Pipeline,
     queue_name: str,
@@ -154,34 +184,72 @@ def record(
     *,
     now: float | None = None,
 ) -> None:
-    """Queue the activity commands on the result's transaction: three commands, whatever the job."""
+    """Queue one job's line and bucket on a transaction at once: three commands, whatever the job.
+
+    (A worker writes the line with the result and adds the bucket up in ``Buckets``; this is the
+    same record in one step, for tools and tests that write a finished job themselves.)
+    """
     at = time.time() if now is None else now
     recent = keys.recent(queue_name)
     tx.lpush(recent, dumps(line(result, outcome, duration_ms, run, at)))
     tx.ltrim(recent, 0, RECENT_LIMIT - 1)
-    tool = str(result.get("tool") or "unknown")
     minute = minute_of(at)
-    tx.eval(
-        MINUTE_SCRIPT,
-        2,
-        keys.minute(queue_name, minute),
-        queue_name,
-        str((minute + 1) * MINUTE_S + BUCKET_TTL_S),
-        count_field(tool, outcome),
-        duration_field(tool, duration_ms),
-        wait_field(tool, run.queue_wait_ms) if run and run.queue_wait_ms is not None else "",
-        cache_hit_field(tool) if result.get("cached") is True else "",
-    )
+    pairs = [part for name in counters(result, outcome, duration_ms, run) for part in (name, "1")]
+    tx.eval(MINUTE_SCRIPT, 2, keys.minute(queue_name, minute), queue_name, expiry_of(minute), *pairs)
 
 
 async def sample_depth(redis: Redis, queue_name: str, *, now: float | None = None) -> None:
     """Note the queue's depth in the current minute's bucket, from a worker's health beat, so the
     chart shows a queue that grows while no job finishes (a stuck or starved worker pool)."""
     minute = minute_of(time.time() if now is None else now)
-    await redis.eval(  # type: ignore[misc]
-        MINUTE_SCRIPT,
-        2,
-        keys.minute(queue_name, minute),
-        queue_name,
-        str((minute + 1) * MINUTE_S + BUCKET_TTL_S),
-    )
+    await redis.eval(MINUTE_SCRIPT, 2, keys.minute(queue_name, minute), queue_name, expiry_of(minute))  # type: ignore[misc]
+
+
+class Buckets:
+    """One worker's minute counters, added up in memory and written at most once a second.
+
+    A write that fails (Redis away) keeps its counts for the next one; ``flush`` at shutdown
+    writes what is left.
+    """
+
+    def __init__(self, redis: Redis, queue_name: str, every_s: float = FLUSH_EVERY_S) -> None:
+        self._redis = redis
+        self._queue_name = queue_name
+        self._every_s = every_s
+        self._pending: dict[int, collections.Counter[str]] = {}
+        self._writer: asyncio.Task[None] | None = None
+        self._script = redis.register_script(MINUTE_SCRIPT)
+
+    def add(self, at: float, fields: list[str]) -> None:
+        self._pending.setdefault(minute_of(at), collections.Counter()).update(fields)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_soon())
+
+    async def _write_soon(self) -> None:
+        await asyncio.sleep(self._every_s)
+        with contextlib.suppress(RedisError, OSError):
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write every count added so far (counts that fail to write are kept for the next try)."""
+        pending, self._pending = self._pending, {}
+        for minute, counts in sorted(pending.items()):
+            pairs = [part for name, count in counts.items() for part in (name, str(count))]
+            try:
+                await self._script(
+                    keys=[keys.minute(self._queue_name, minute), self._queue_name],
+                    args=[expiry_of(minute), *pairs],
+                )
+            except BaseException:
+                for later, rest in pending.items():
+                    if later >= minute:
+                        self._pending.setdefault(later, collections.Counter()).update(rest)
+                raise
+
+    async def close(self) -> None:
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        with contextlib.suppress(RedisError, OSError):
+            await self.flush()
