@@ -27,22 +27,27 @@ class Tool(StrEnum):
 
 
 # KEYS[1]: the report's budget hash. ARGV: tool, limit, window seconds, job id.
-# Returns {allowed (0/1), used after the call, already charged (0/1)}.
+# Returns {allowed (0/1), used after the call, already charged (0/1)}. The job's mark goes first
+# (HSETNX: a job charged before finds it and is not charged again), then the charge, taken back
+# at once when it went past the limit: three commands for a charge that is allowed. The window
+# starts with the report's first charge and is never extended.
 CHARGE_SCRIPT = """
 local marker = 'job:' .. ARGV[4]
-local used = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if redis.call('HEXISTS', KEYS[1], marker) == 1 then
-  return {1, used, 1}
+if redis.call('HSETNX', KEYS[1], marker, ARGV[1]) == 0 then
+  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0'), 1}
 end
-if used >= tonumber(ARGV[2]) then
-  return {0, used, 0}
+local used = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+local allowed = 1
+if used > tonumber(ARGV[2]) then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+  redis.call('HDEL', KEYS[1], marker)
+  used = used - 1
+  allowed = 0
 end
-used = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-redis.call('HSET', KEYS[1], marker, ARGV[1])
 if redis.call('TTL', KEYS[1]) < 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
 end
-return {1, used, 0}
+return {allowed, used, 0}
 """
 
 

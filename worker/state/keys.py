@@ -110,6 +110,12 @@ def host_free(queue_name: str, host: str) -> str:
     return f"{PREFIX}host-free:{queue_name}:{host}"
 
 
+def host_waiting(queue_name: str, host: str) -> str:
+    """A short-lived mark that a job waits for one of the host's slots: releases push a wake-up
+    to ``host_free`` only while it is there."""
+    return f"{PREFIX}host-waiting:{queue_name}:{host}"
+
+
 def host_backoffs(queue_name: str) -> str:
     """A sorted set of the hosts that asked to be left alone (429 or 503 with Retry-After), scored
     by the time (ms) until which no worker fetches from them."""

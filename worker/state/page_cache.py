@@ -27,10 +27,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from importlib import resources
 from typing import TYPE_CHECKING, cast
 
 from redis.exceptions import RedisError
@@ -75,7 +78,8 @@ MayFollow = Callable[[Target, Target], Awaitable[bool]]
 
 # KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
 # Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
-# miss and taking the lease no other job can take it too: exactly one job leads a flight.
+# miss and taking the lease no other job can take it too: exactly one job leads a flight. A job
+# that joins appends a '+' to the lease, so the fetcher knows to push its outcome to waiters.
 JOIN_SCRIPT = """
 if ARGV[3] == '1' then
   local entry = redis.call('GET', KEYS[1])
@@ -83,83 +87,28 @@ if ARGV[3] == '1' then
     return {'hit', entry}
   end
 end
-local holder = redis.call('GET', KEYS[2])
-if holder then
-  return {'join', holder}
+if redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2], 'NX') then
+  return {'lead', ARGV[1]}
 end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return {'lead', ARGV[1]}
+redis.call('APPEND', KEYS[2], '+')
+return {'join', string.match(redis.call('GET', KEYS[2]), '^[^+]*')}
 """
 
-# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it.
+# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it
+# (its value is the token, then a '+' per job that joined).
 RENEW_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 """
 
-# KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
-# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes. ARGV: 1 token, 2 the outcome,
-# 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in bytes, 6 the done list's ms,
-# 7 the most evictions, 8 the most expired index entries to drop, 9 the longest any entry lives (ms),
-# which the bookkeeping keys outlive by nothing: once every entry has expired, they go too.
-# Returns 1 when the entry was kept.
-#
-# One script, so a newcomer never sees the lease gone before the page is in the cache (it would
-# fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
-# disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
-FINISH_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local kept = 0
-if ARGV[3] == '1' then
-  local total = tonumber(redis.call('GET', KEYS[6]) or '0')
-  local function forget(key)
-    local size = redis.call('HGET', KEYS[5], key)
-    if size then
-      redis.call('HDEL', KEYS[5], key)
-      total = total - tonumber(size)
-    end
-    redis.call('ZREM', KEYS[4], key)
-  end
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
-    forget(key)
-  end
-  forget(KEYS[1])
-  local size = string.len(ARGV[2])
-  local bound = tonumber(ARGV[5])
-  local evicted = 0
-  while total + size > bound and evicted < tonumber(ARGV[7]) do
-    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)
-    if #oldest == 0 then
-      break
-    end
-    forget(oldest[1])
-    redis.call('UNLINK', oldest[1])
-    evicted = evicted + 1
-  end
-  if total + size <= bound then
-    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
-    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), KEYS[1])
-    redis.call('HSET', KEYS[5], KEYS[1], size)
-    total = total + size
-    kept = 1
-  else
-    redis.call('UNLINK', KEYS[1])
-  end
-  redis.call('SET', KEYS[6], math.max(total, 0))
-  for i = 4, 6 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[9])
-  end
-end
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-end
-redis.call('RPUSH', KEYS[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
-return kept
-"""
+# The end of a flight: worker/state/page_cache_finish.lua says what it does.
+FINISH_SCRIPT = (resources.files("worker.state") / "page_cache_finish.lua").read_text()
+# How often one worker renews the cache's bookkeeping keys' time to live, which is the longest
+# entry's plus twice this: the bookkeeping always outlives the entries it counts.
+BOOKKEEPING_RENEW_S = 60.0
 
 
 class Source(StrEnum):
@@ -209,6 +158,7 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
+        self._bookkeeping_renewed = -math.inf
 
     async def serve(
         self,
@@ -293,6 +243,7 @@ class PageCache:
         """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
+        renew = keep and time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
         try:
             await self._finish(
                 keys=[
@@ -312,9 +263,12 @@ class PageCache:
                     DONE_TTL_MS,
                     MAX_EVICTIONS,
                     MAX_PRUNE,
-                    self._ttl_ms,
+                    self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
+                    int(renew),
                 ],
             )
+            if renew:
+                self._bookkeeping_renewed = time.monotonic()
         except (RedisError, OSError) as exc:
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
@@ -338,7 +292,7 @@ class PageCache:
                     tx.get(lease)
                     raw, current = await tx.execute()
                 if raw is None:
-                    if current is None or bytes(current).decode() != holder:
+                    if current is None or bytes(current).decode().partition("+")[0] != holder:
                         return None
                     continue
             outcome = decode(bytes(raw))

@@ -58,10 +58,13 @@ BACKING_OFF_REFRESH_S = 5.0
 DASHBOARD_ROWS = 200
 BACKOFF_STATUSES = frozenset({429, 503})
 
-# KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. ARGV: token, limit,
-# lease ms, host. Returns {1, 0} when the slot is taken, {0, ms} while the host is backing off for
-# ms more, {0, 0} when every slot is in use. One script, so the backoff check, the purge of lapsed
-# leases, the count and the take cannot interleave with another worker's: the limit holds exactly.
+# KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. KEYS[3]: the host's
+# waiting mark. ARGV: token, limit, lease ms, host, the mark's ms. Returns {1, 0} when the slot is
+# taken, {0, ms} while the host is backing off for ms more, {0, 0} when every slot is in use. One
+# script, so the backoff check, the purge of lapsed leases, the count and the take cannot
+# interleave with another worker's: the limit holds exactly. Lapsed leases are purged only when
+# the host looks full (they are what may make it look full). A job that finds it full leaves the
+# waiting mark, so releases know to wake it.
 ACQUIRE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -69,13 +72,30 @@ local hold = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]) or '0')
 if hold > now then
   return {0, hold - now}
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  return {0, 0}
+local limit = tonumber(ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= limit then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if redis.call('ZCARD', KEYS[1]) >= limit then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+    return {0, 0}
+  end
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, 0}
+"""
+
+# KEYS: the host's slots, its waiting mark, its free list. ARGV: token, the free list's length cap,
+# its ms. The slot goes back; a wake-up is pushed only when a job waits (its mark is there).
+RELEASE_SCRIPT = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if redis.call('LPUSH', KEYS[3], '1') > tonumber(ARGV[2]) then
+    redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
+return 1
 """
 
 # KEYS[1]: the host's slots. ARGV: token, lease ms. Extends the lease if it is still held (one
@@ -143,6 +163,7 @@ class Politeness:
         self._acquire = redis.register_script(ACQUIRE_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._hold = redis.register_script(HOLD_SCRIPT)
+        self._release_script = redis.register_script(RELEASE_SCRIPT)
         self._watcher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -191,7 +212,10 @@ class Politeness:
         slots = keys.host_slots(self._queue, host)
         backoffs = keys.host_backoffs(self._queue)
         while True:
-            reply = await self._acquire(keys=[slots, backoffs], args=[token, self._limit, LEASE_MS, host])
+            reply = await self._acquire(
+                keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
+                args=[token, self._limit, LEASE_MS, host, FREE_TTL_MS],
+            )
             granted, hold_ms = (int(x) for x in cast(list[int], reply))
             if granted:
                 break
@@ -218,14 +242,15 @@ class Politeness:
             self._metrics.host_wait.observe(loop.time() - started)
 
     async def _release(self, host: str, token: str) -> None:
-        free = keys.host_free(self._queue, host)
         try:
-            async with self._redis.pipeline(transaction=True) as tx:
-                tx.zrem(keys.host_slots(self._queue, host), token)
-                tx.lpush(free, b"1")
-                tx.ltrim(free, 0, self._limit - 1)
-                tx.pexpire(free, FREE_TTL_MS)
-                await tx.execute()
+            await self._release_script(
+                keys=[
+                    keys.host_slots(self._queue, host),
+                    keys.host_waiting(self._queue, host),
+                    keys.host_free(self._queue, host),
+                ],
+                args=[token, self._limit, FREE_TTL_MS],
+            )
         except (RedisError, OSError) as exc:
             # The slot's lease lapses on its own within LEASE_MS; the fetch's result stands.
             log.warning("host slot release failed", extra=fields(host=host, error=type(exc).__name__))
