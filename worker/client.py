@@ -14,6 +14,7 @@ what to do instead; what a model sends (``call``) is never trusted and never rai
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -40,10 +41,14 @@ from worker.state import health, keys
 from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
-from worker.state.results import About, Result, ResultStore, error_result
+from worker.state.results import DONE_TTL_MS, About, Result, ResultStore, error_result
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
+# A job enqueued by this client less than this long ago has its result in its wake-up list once
+# it is written (the list lives DONE_TTL_MS from the write), so a wait needs no first read.
+FRESH_FOR_S = DONE_TTL_MS / 1000 - 5.0
+REMEMBERED_ENQUEUES = 10_000
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
 # names a report or an organization is trying to spend someone else's budget.
@@ -110,6 +115,8 @@ class ResearchClient:
         self._redis: ArqRedis | None = None
         self._enqueuer: Enqueuer | None = None
         self._results: ResultStore | None = None
+        # When this client enqueued each job (monotonic s), for a wait that needs no first read.
+        self._enqueued_at: collections.OrderedDict[str, float] = collections.OrderedDict()
 
     async def open(self) -> ResearchClient:
         if self._redis is not None:
@@ -252,6 +259,9 @@ class ResearchClient:
             raise UnsafeArguments(f"{function}'s arguments are not JSON a job can carry: {reason}") from None
         if not created:
             raise DuplicateJobId(f"a job with id {job_id!r} already exists")
+        self._enqueued_at[job_id] = time.monotonic()
+        if len(self._enqueued_at) > REMEMBERED_ENQUEUES:
+            self._enqueued_at.popitem(last=False)
         return job_id
 
     async def wait(
@@ -267,9 +277,12 @@ class ResearchClient:
         """The job's result, waking when it is written; a ``timeout`` result past the deadline.
 
         ``fresh`` skips the first read for a job enqueued a moment ago: its wake-up list will hold
-        the result, so the blocking pop alone finds it.
+        the result, so the blocking pop alone finds it. A job this client enqueued less than the
+        wake-up's lifetime ago is such a job: a result written since lives on in its wake-up.
         """
         results = self._open_part(self._results)
+        enqueued = self._enqueued_at.pop(job_id, None)
+        fresh = fresh or (enqueued is not None and time.monotonic() - enqueued < FRESH_FOR_S)
         limit = self.wait_s if wait_s is None else _seconds("wait_s", wait_s)
         deadline = time.monotonic() + limit
         if not fresh and (done := await results.read(job_id)) is not None:

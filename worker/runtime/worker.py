@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
-from arq.constants import retry_key_prefix
 from arq.jobs import deserialize_job_raw
 from arq.utils import ms_to_datetime, timestamp_ms
 from arq.worker import Function, Retry, RetryJob, Worker
@@ -298,7 +297,7 @@ class ResearchWorker(Worker):
             await self._settling.drop_unreadable_id(claimed)
             return
         job_id = claimed.job_id
-        self._leases.hold(job_id)
+        self._leases.hold(job_id, claimed.job_try)
         running = self.tasks.get(job_id)
         if running is not None and not running.done():
             # Its lease lapsed while this worker was stalled, nobody took it, and this worker's
@@ -399,8 +398,8 @@ class ResearchWorker(Worker):
         )
         function = self.functions[function_name]  # read_payload checked the name
         if enqueue_job_try and enqueue_job_try > job_try:
-            job_try = enqueue_job_try
-            await self.pool.setex(retry_key_prefix + job_id, 88400, str(job_try))
+            job_try = enqueue_job_try  # the payload's own count, which arq honours too
+            self._leases.hold(job_id, job_try)
         max_tries = self.max_tries if function.max_tries is None else function.max_tries
         if job_try > max_tries:
             self.jobs_failed += 1

@@ -28,8 +28,9 @@ MENU_CAP = 2000
 # KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, then canonical URLs.
 # Adds what is new while the set is under the cap; returns {added, dropped past the cap, size
 # before}. The menu lives its TTL past the last write that added to it (a page whose links are all
-# known already, the common case within a report, changes nothing, not even the expiry). One script, so concurrent writers can never push the set past the cap; a handful of
-# commands whatever the number of URLs (a page brings up to 500 links).
+# known already, the common case within a report, changes nothing, not even the expiry). One
+# script, so concurrent writers can never push the set past the cap; a handful of commands
+# whatever the number of URLs (a page brings up to 500 links).
 ADD_SCRIPT = """
 local cap = tonumber(ARGV[1])
 local size = redis.call('SCARD', KEYS[1])

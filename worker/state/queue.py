@@ -31,6 +31,8 @@ log = logging.getLogger("research.queue")
 # Wake tokens beyond this are dropped, oldest first. No job depends on its token: a worker's
 # periodic poll and the poll it makes whenever a slot frees find every queued job.
 WAKE_CAP = 256
+# The list is cut back to WAKE_CAP once it is this much longer: one LTRIM per 64 enqueues in a burst.
+WAKE_SLACK = 64
 JOB_EXPIRES_MS = 86_400_000
 
 # KEYS: job key, arq result key, queue zset, wake list. ARGV: payload, expiry ms, job id, wake cap.
@@ -42,7 +44,7 @@ JOB_EXPIRES_MS = 86_400_000
 # otherwise score its job in the future, where no worker takes it until that time comes. The
 # payload's enqueue time ("et", the last field of arq's job) is set to the same instant, so the
 # queue wait a worker measures is Redis's too. The wake list is trimmed only when it outgrows its
-# cap and given its expiry only when this push created it (an empty list is deleted by Redis, so
+# cap by WAKE_SLACK and given its expiry only when this push created it (an empty list is deleted by Redis, so
 # a list in use is created again soon): two commands fewer per enqueue.
 ENQUEUE_SCRIPT = """
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
@@ -56,11 +58,11 @@ redis.call('ZADD', KEYS[3], now, ARGV[3])
 local length = redis.call('RPUSH', KEYS[4], ARGV[3])
 if length == 1 then
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
-elseif length > tonumber(ARGV[4]) then
+elseif length > tonumber(ARGV[4]) + WAKE_SLACK then
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
 end
 return {1, now}
-"""
+""".replace("WAKE_SLACK", str(WAKE_SLACK))
 
 # How often an enqueuer asks Redis how many replicas it has (INFO replication). WAIT cannot run
 # inside a script, and asking on every enqueue was a command per job; a replica that attached in
@@ -130,33 +132,38 @@ class Claimed:
 
 
 # What every claim does to one job, in the claim's own script: take the lease (SET NX, so a job
-# another worker holds costs one command and is left alone), move the job's score to the lease's
-# end, count the try, and read the payload and any standing result in one MGET.
+# another worker holds costs one command and is left alone), read the payload, any standing result
+# and arq's own try counter in one MGET, and move the job's score to the lease's end with the try
+# counted in it.
 #
 # Moving the score is what keeps a claim's cost flat: a running job leaves the due part of the
 # queue (scores up to now) for as long as its lease lives, and the lease's renewal moves it on, so
 # the poll's ZRANGEBYSCORE returns only jobs nobody runs (plus those whose lease lapsed: a dead
 # worker's, due again when the lease ends). arq's own poll walks every running job at the head of
-# the queue. The try counter is arq's retry key: SET NX on the first try, INCR on a later one.
-# ARGV (shared by every claim script): 1 now ms, 2 lease ms, 3 lease value, 4 in-progress prefix,
-# 5 job prefix, 6 retry prefix, 7 research result prefix. KEYS[1]: the queue.
+# the queue.
+#
+# The try is counted in the score's sixteenths (an enqueue scores whole milliseconds; a claim adds
+# try/16 ms, exact in a double), so counting it costs no command of its own, and it survives the
+# worker: the next claim of a job whose worker died reads it back. arq's retry key, which a plain
+# arq worker keeps, is read too and the larger count wins. ARGV (shared by every claim script):
+# 1 now ms, 2 lease ms, 3 lease value, 4 in-progress prefix, 5 job prefix, 6 retry prefix,
+# 7 research result prefix. KEYS[1]: the queue.
 CLAIM_ONE = """
 local function claim(id, score, claimed)
   if not redis.call('SET', ARGV[4] .. id, ARGV[3], 'PX', ARGV[2], 'NX') then
     return
   end
-  redis.call('ZADD', KEYS[1], 'XX', tonumber(ARGV[1]) + tonumber(ARGV[2]), id)
-  local tries = 1
-  if not redis.call('SET', ARGV[6] .. id, '1', 'EX', 88400, 'NX') then
-    tries = redis.call('INCR', ARGV[6] .. id)
-  end
-  local got = redis.call('MGET', ARGV[5] .. id, ARGV[7] .. id)
+  local got = redis.call('MGET', ARGV[5] .. id, ARGV[7] .. id, ARGV[6] .. id)
+  local tries = math.floor((tonumber(score) % 1) * 16 + 0.5)
+  tries = math.min(math.max(tries, tonumber(got[3] or '0') or 0) + 1, 15)
+  local until_ms = tonumber(ARGV[1]) + tonumber(ARGV[2])
+  redis.call('ZADD', KEYS[1], 'XX', string.format('%d.%04d', until_ms, tries * 625), id)
   local n = #claimed
   claimed[n + 1] = id
   claimed[n + 2] = score
-  claimed[n + 3] = got[1] or false
+  claimed[n + 3] = got[1]
   claimed[n + 4] = tries
-  claimed[n + 5] = got[2] or false
+  claimed[n + 5] = got[2]
 end
 """
 CLAIM_FIELDS = 5
