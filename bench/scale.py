@@ -74,9 +74,14 @@ return claimed
 """
 
 
-def spent(url: str, before: dict[str, int]) -> int:
-    """Commands Redis ran since ``before`` (command_counts), the INFO that reads them aside."""
-    return sum(c - before.get(n, 0) for n, c in command_counts(url).items() if n != "info")
+# What a bench connection itself sends to read the counters (INFO, and a new connection's CLIENT
+# SETINFO): not a claim's.
+READING = frozenset({"info", "client|setinfo", "client", "hello", "select"})
+
+
+def spent(url: str, before: dict[str, int]) -> dict[str, int]:
+    """Commands Redis ran since ``before`` (command_counts), by name, its own reading aside."""
+    return {n: d for n, c in command_counts(url).items() if n not in READING and (d := c - before.get(n, 0))}
 
 
 async def claim_costs(url: str) -> list[tuple[int, int, int]]:
@@ -117,7 +122,7 @@ async def claim_costs(url: str) -> list[tuple[int, int, int]]:
                     await script(keys=[queue], args=args)
                     before = command_counts(url)
                     await script(keys=[queue], args=[*args[:2], 1, *args[3:]])
-                costs.append(spent(url, before))
+                costs.append(sum(spent(url, before).values()))
             rows.append((in_flight, costs[0], costs[1]))
     finally:
         await redis.aclose()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
-from arq.jobs import serialize_job
+from arq.jobs import SerializationError
 
 from worker.logs import fields
 from worker.serialization import dumps
@@ -35,10 +35,10 @@ WAKE_CAP = 256
 WAKE_SLACK = 64
 JOB_EXPIRES_MS = 86_400_000
 
-# KEYS: job key, arq result key, queue zset, wake list. ARGV: payload, expiry ms, job id, wake cap.
-# Returns {1 when enqueued or 0 when a job with this id exists or has arq's result already, the
-# score}. (A job whose research result stands without arq's keys is enqueued, and its claim
-# finds the result: it is finished without running, see worker.runtime.worker.)
+# KEYS: job key, arq result key, research result key, queue zset, wake list. ARGV: payload, expiry
+# ms, job id, wake cap. Returns {1 when enqueued or 0 when a job with this id exists or has a
+# result already, the score}. (A job whose research result stands without arq's keys, enqueued by
+# any other means, is finished without running by its claim: see worker.runtime.worker.)
 #
 # The score is Redis's clock (TIME), not the enqueuer's: a client whose clock runs ahead would
 # otherwise score its job in the future, where no worker takes it until that time comes. The
@@ -47,19 +47,19 @@ JOB_EXPIRES_MS = 86_400_000
 # cap by WAKE_SLACK and given its expiry only when this push created it (an empty list is deleted by Redis, so
 # a list in use is created again soon): two commands fewer per enqueue.
 ENQUEUE_SCRIPT = """
-if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) > 0 then
   return {0, 0}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local payload = string.gsub(ARGV[1], '"et":%d+}$', '"et":' .. now .. '}')
 redis.call('PSETEX', KEYS[1], ARGV[2], payload)
-redis.call('ZADD', KEYS[3], now, ARGV[3])
-local length = redis.call('RPUSH', KEYS[4], ARGV[3])
+redis.call('ZADD', KEYS[4], now, ARGV[3])
+local length = redis.call('RPUSH', KEYS[5], ARGV[3])
 if length == 1 then
-  redis.call('PEXPIRE', KEYS[4], ARGV[2])
+  redis.call('PEXPIRE', KEYS[5], ARGV[2])
 elseif length > tonumber(ARGV[4]) + WAKE_SLACK then
-  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+  redis.call('LTRIM', KEYS[5], -tonumber(ARGV[4]), -1)
 end
 return {1, now}
 """.replace("WAKE_SLACK", str(WAKE_SLACK))
@@ -70,6 +70,21 @@ return {1, now}
 REPLICAS_CHECK_S = 1.0
 # How long an enqueue waits for a replica to hold the job, when the primary has replicas.
 REPLICA_ACK_MS = 1000
+
+
+# A job this project's Enqueuer queued says so in its payload: its result is read from
+# research:result only, so the worker writes no arq result record for it (a second copy of the
+# result, page text and all). A job a plain arq client queued has no such field and gets arq's
+# record, which its Job.result() reads.
+OURS_FIELD = "rs"
+
+
+def job_payload(function: str, kwargs: dict[str, Any]) -> bytes:
+    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets) with our mark."""
+    try:
+        return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": 0})
+    except Exception as exc:
+        raise SerializationError(f"unable to serialize job {function!r}") from exc
 
 
 class Enqueuer:
@@ -87,11 +102,12 @@ class Enqueuer:
         caller saw acknowledged survives the primary dying right after.
         """
         replicas = await self._replica_count()
-        payload = serialize_job(function, (), kwargs, None, 0, serializer=dumps)
+        payload = job_payload(function, kwargs)
         created, _score = await self._script(
             keys=[
                 job_key_prefix + job_id,
                 result_key_prefix + job_id,
+                keys.result(job_id),
                 self._queue_name,
                 keys.wake(self._queue_name),
             ],
