@@ -30,7 +30,8 @@ class Tool(StrEnum):
 # Returns {allowed (0/1), used after the call, already charged (0/1)}. The job's mark goes first
 # (HSETNX: a job charged before finds it and is not charged again), then the charge, taken back
 # at once when it went past the limit: three commands for a charge that is allowed. The window
-# starts with the report's first charge and is never extended.
+# starts with the report's first charge and is never extended: the expiry is looked at only when
+# this tool's counter starts (a counter above one was counted under a hash that had its expiry).
 CHARGE_SCRIPT = """
 local marker = 'job:' .. ARGV[4]
 if redis.call('HSETNX', KEYS[1], marker, ARGV[1]) == 0 then
@@ -44,7 +45,7 @@ if used > tonumber(ARGV[2]) then
   used = used - 1
   allowed = 0
 end
-if redis.call('TTL', KEYS[1]) < 0 then
+if used <= 1 and redis.call('TTL', KEYS[1]) < 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
 end
 return {allowed, used, 0}
