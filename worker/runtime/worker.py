@@ -160,8 +160,11 @@ class ResearchWorker(Worker):
             await tool.stop()
 
     async def main(self) -> None:
-        """arq's loop with three changes: wait on the wake list, claim with leases that a task of
-        their own renews, and survive Redis going away."""
+        """Replaces arq 0.28's ``Worker.main``, which sleeps ``poll_delay`` between polls, claims
+        each job with a WATCH transaction and dies when Redis goes away: here an idle worker
+        waits on the wake list (a job starts within a millisecond), claims are leases that a task
+        of their own renews (a dead worker's job runs again seconds later, not after its timeout),
+        and the loop rides out a Redis outage with a backoff."""
         if self._pool is None:
             self._pool = await connect(self.settings)
         self._leases = JobLeases(self.pool, self.queue_name, self.settings.worker_id, self._lease_ms)
@@ -271,7 +274,10 @@ class ResearchWorker(Worker):
                     task.cancel()
 
     async def _poll_iteration(self) -> None:
-        """arq's poll, with every due job claimed in one script instead of one transaction each."""
+        """Replaces arq 0.28's ``Worker._poll_iteration``, which reads the due ids and claims each
+        in its own transaction (a round trip for every job other workers run) and re-raises a
+        failed job's exception, ending the worker: here every due job is claimed in one script
+        whose cost does not grow with the jobs in flight, and a failed run is only logged."""
         if self.allow_pick_jobs and self.job_counter < self.max_jobs:
             wanted = self.max_jobs - self.job_counter
             if self.burst and self.max_burst_jobs >= 0:
@@ -317,10 +323,15 @@ class ResearchWorker(Worker):
         self.tasks[job_id] = task
 
     def _release_sem_dec_counter_on_complete(self) -> None:
+        """Extends arq 0.28's: a freed slot also wakes the loop, which claims the next job at once
+        instead of at its next poll."""
         super()._release_sem_dec_counter_on_complete()
         self._slot_free.set()
 
     async def record_health(self) -> None:
+        """Replaces arq 0.28's ``Worker.record_health``, which writes one health string per queue
+        (so one replica stopping hides another): each replica publishes its own JSON record
+        (``worker.state.health``) and refreshes arq's key too, so ``arq --check`` still works."""
         now = time.time()
         if now - self._last_health_check < self.health_check_interval:
             return
