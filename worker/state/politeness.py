@@ -85,28 +85,15 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, 0}
 """
 
-# KEYS: the host's slots, its waiting mark, its free list. ARGV: token, the free list's length cap,
-# its ms. The slot goes back; a wake-up is pushed only when a job waits (its mark is there).
-RELEASE_SCRIPT = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  if redis.call('LPUSH', KEYS[3], '1') > tonumber(ARGV[2]) then
-    redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
-  end
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-return 1
-"""
-
 # KEYS[1]: the host's slots. ARGV: token, lease ms. Extends the lease if it is still held (one
-# script, so a lease that lapsed and was purged is not brought back over the limit).
+# script, so a lease that lapsed and was purged is not brought back over the limit): ZADD XX only
+# moves a member that is there, GT only later, and CH says whether it did.
 RENEW_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 0 then
   return 0
 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
@@ -163,7 +150,6 @@ class Politeness:
         self._acquire = redis.register_script(ACQUIRE_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._hold = redis.register_script(HOLD_SCRIPT)
-        self._release_script = redis.register_script(RELEASE_SCRIPT)
         self._watcher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -242,15 +228,21 @@ class Politeness:
             self._metrics.host_wait.observe(loop.time() - started)
 
     async def _release(self, host: str, token: str) -> None:
+        # The slot goes back, and a wake-up is pushed only when a job waits (its mark is there).
+        # Not one script: a job that marks itself waiting after this read took its look at the
+        # slots after the ZREM, and saw the slot free.
+        free = keys.host_free(self._queue, host)
         try:
-            await self._release_script(
-                keys=[
-                    keys.host_slots(self._queue, host),
-                    keys.host_waiting(self._queue, host),
-                    keys.host_free(self._queue, host),
-                ],
-                args=[token, self._limit, FREE_TTL_MS],
-            )
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(keys.host_slots(self._queue, host), token)
+                pipe.exists(keys.host_waiting(self._queue, host))
+                _, waiting = await pipe.execute()
+            if waiting:
+                async with self._redis.pipeline(transaction=True) as tx:
+                    tx.lpush(free, b"1")
+                    tx.ltrim(free, 0, self._limit - 1)
+                    tx.pexpire(free, FREE_TTL_MS)
+                    await tx.execute()
         except (RedisError, OSError) as exc:
             # The slot's lease lapses on its own within LEASE_MS; the fetch's result stands.
             log.warning("host slot release failed", extra=fields(host=host, error=type(exc).__name__))
