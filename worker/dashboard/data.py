@@ -24,9 +24,8 @@ from worker.config import Settings
 from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime.claims import parse_lease
-from worker.runtime.worker import HEALTH_INTERVAL_S
 from worker.serialization import dumps, loads
-from worker.state import activity, keys
+from worker.state import activity, health, keys
 from worker.state.redis_conn import redis_settings
 
 MAX_ROWS = 200
@@ -41,7 +40,7 @@ TARGET_PREVIEW = activity.TARGET_PREVIEW_CHARS
 MESSAGE_PREVIEW = activity.MESSAGE_PREVIEW_CHARS
 TEXT_PREVIEW = 200
 # A replica beats every 5 s and its key lives 15 s: a beat older than two intervals means trouble.
-STALE_BEAT_S = 2 * HEALTH_INTERVAL_S
+STALE_BEAT_S = 2 * health.INTERVAL_S
 SPEND_FIELDS = ("cost_usd", "prompt_tokens", "completion_tokens", "searches", "org_id", "usage_source", "day")
 
 
@@ -205,27 +204,20 @@ async def scan_keys(redis: ArqRedis, pattern: str, limit: int) -> tuple[list[str
     return list(found)[:limit], False
 
 
-def glob_escape(value: str) -> str:
-    """A queue name is configuration, but a '*' or '[' in it must not widen a SCAN pattern."""
-    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in value)
-
-
 async def read_workers(redis: ArqRedis, settings: Settings, now: float) -> tuple[list[WorkerRow], bool]:
-    pattern = keys.health_pattern(glob_escape(settings.queue_name))
-    names, complete = await scan_keys(redis, pattern, MAX_ROWS)
-    prefix = keys.health(settings.queue_name, "")
-    values = await redis.mget(names) if names else []
+    """The queue's replicas as their owner reads them (``worker.state.health.replicas``)."""
+    found = sorted(await health.replicas(redis, settings.queue_name), key=lambda r: r.worker_id)
+    complete = len(found) <= MAX_ROWS
     rows = []
-    for name, raw in zip(names, values, strict=True):
-        if raw is None:
-            continue  # the replica stopped between the SCAN and the read
-        info = decode.json_object(raw)
+    for replica in found[:MAX_ROWS]:
+        info = replica.info
+        name = replica.worker_id
         beat_at = decode.number(info.get("beat_at"))
         started_at = decode.number(info.get("started_at"))
         beat_age = max(0.0, now - beat_at) if beat_at is not None else None
         rows.append(
             WorkerRow(
-                worker_id=decode.short(info.get("worker_id") or name.removeprefix(prefix), TEXT_PREVIEW),
+                worker_id=decode.short(info.get("worker_id") or name, TEXT_PREVIEW),
                 host=decode.short(info.get("host") or "", TEXT_PREVIEW),
                 pid=decode.integer_or_none(info.get("pid")),
                 beat_age_s=beat_age,
@@ -287,6 +279,9 @@ async def read_queue(
         if job_id not in in_progress and score <= now_ms:
             waiting_ids.append((job_id, float(score)))
     waiting_ids = waiting_ids[:WAITING_ROWS]
+    # A claim moves a running job's score to its lease's end (worker.state.queue), out of the due
+    # part; a job another kind of worker runs, or whose lease lapsed, may still be in it.
+    held_due = sum(1 for raw_id, score in head if decode.text(raw_id) in in_progress and score <= now_ms)
     jobs = await _read_jobs(redis, [job_id for job_id, _ in waiting_ids])
     waiting = [_job_row(job_id, *jobs[job_id], now, None) for job_id, _ in waiting_ids]
     oldest = max(0.0, now - waiting_ids[0][1] / 1000) if waiting_ids else None
@@ -294,9 +289,9 @@ async def read_queue(
         name=queue,
         depth=int(depth),
         due=int(due),
-        deferred=max(0, int(depth) - int(due)),
+        deferred=max(0, int(depth) - int(due) - (len(in_progress) - held_due)),
         in_progress=len(in_progress),
-        waiting=max(0, int(due) - len(in_progress)),
+        waiting=max(0, int(due) - held_due),
         oldest_waiting_age_s=oldest,
     )
     return state, waiting

@@ -61,8 +61,6 @@ log = logging.getLogger("research.worker")
 FALLBACK_POLL_S = 1.0
 BURST_POLL_S = 0.05
 SLOT_FREED = object()
-HEALTH_INTERVAL_S = 5.0
-HEALTH_TTL_S = 3 * HEALTH_INTERVAL_S
 MAX_REDIS_BACKOFF_S = 5.0
 # Wake tokens one wake-up may take (worker.state.queue.CLAIM_WOKEN_SCRIPT).
 WAKE_BATCH = 32
@@ -107,7 +105,7 @@ class ResearchWorker(Worker):
             keep_result=settings.result_ttl_s,
             poll_delay=poll_delay_s,
             max_tries=MAX_TRIES,
-            health_check_interval=HEALTH_INTERVAL_S,
+            health_check_interval=health.INTERVAL_S,
             health_check_key=keys.health(settings.queue_name, settings.worker_id),
             job_serializer=dumps,
             job_deserializer=loads,
@@ -357,7 +355,7 @@ class ResearchWorker(Worker):
             "max_jobs": self.max_jobs,
             "queued": queued,
         }
-        await health.publish(self.pool, self.queue_name, self.health_check_key, info, HEALTH_TTL_S)
+        await health.publish(self.pool, self.queue_name, self.health_check_key, info, health.TTL_S)
 
     async def run_job(self, job_id: str, score: int) -> None:
         """arq 0.28's ``Worker.run_job``, replaced: the job as its claim found it, run and finished.

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("research.health")
 
 SCAN_COUNT = 1000
+# Every replica beats this often, and its key outlives three beats.
+INTERVAL_S = 5.0
+TTL_S = 3 * INTERVAL_S
 
 
 @dataclass(frozen=True)
