@@ -30,7 +30,7 @@ from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, 
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
-from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
+from worker.limits import EXTRACT_MODES, FETCH_PAGE, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
@@ -93,7 +93,7 @@ class FetchPageTool:
     """The fetch_page job. Its parts are built once per worker at start-up; tests hand it a fake
     resolver, production uses the system's."""
 
-    name = "fetch_page"
+    name = FETCH_PAGE
     params = ("url", "extract", "fresh")
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:

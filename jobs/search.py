@@ -25,7 +25,7 @@ from jobs.providers.base import Deadline, Found, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
 from worker.config import Settings
 from worker.errors import InvalidRequest, ResearchError
-from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
+from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID, WEB_SEARCH
 from worker.logs import fields
 from worker.metrics import Metrics
 from worker.runtime.context import JobContext, Runtime
@@ -81,7 +81,7 @@ def clamped_max_results(value: object) -> int:
 class WebSearchTool:
     """The web_search job; its providers are built once per worker at start-up."""
 
-    name = "web_search"
+    name = WEB_SEARCH
     params = ("query", "max_results", "org_id")
 
     def __init__(self) -> None:

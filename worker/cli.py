@@ -32,8 +32,10 @@ from worker import embedded, logs
 from worker.config import ConfigError, Settings, default_worker_id, redact_url
 from worker.embedded import Located, Source
 from worker.errors import MissingReportId
+from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, EXTRACT_MODES, MAX_RESULTS
 from worker.logs import fields
 from worker.runtime.envelope import parse_report_id
+from worker.settings import FETCH_PAGE, WEB_SEARCH
 from worker.state import health, keys
 from worker.state.redis_conn import connect
 from worker.state.results import Result
@@ -152,7 +154,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
             lambda client: client.fetch(report_id, args.url, extract=args.extract, fresh=args.fresh),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
-            what="fetch_page",
+            what=FETCH_PAGE,
         )
     )
 
@@ -168,7 +170,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             ),
             seed=[],
             report_id=report_id,
-            what="web_search",
+            what=WEB_SEARCH,
         )
     )
 
@@ -423,7 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("url", metavar="URL", help="the https URL to fetch")
     fetch.add_argument("--report", required=True, metavar="ID", help="the report the fetch is for (required)")
     fetch.add_argument(
-        "--extract", choices=("main", "full"), default="main", help="the main content, or all readable text"
+        "--extract",
+        choices=EXTRACT_MODES,
+        default=DEFAULT_EXTRACT,
+        help="the main content, or all readable text",
     )
     fetch.add_argument(
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
@@ -442,7 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--report", required=True, metavar="ID", help="the report the search is for (required)"
     )
-    search.add_argument("--max-results", type=int, default=5, metavar="N", help="cited sources wanted, 0-10")
+    search.add_argument(
+        "--max-results",
+        type=int,
+        default=DEFAULT_MAX_RESULTS,
+        metavar="N",
+        help=f"cited sources wanted, 0-{MAX_RESULTS}",
+    )
     search.add_argument(
         "--org",
         default=None,

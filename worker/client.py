@@ -33,8 +33,7 @@ from arq.jobs import SerializationError
 from worker import embedded
 from worker.config import ClientSettings, Settings
 from worker.errors import InvalidRequest, Timeout
-from worker.guardian.urls import canonical_url
-from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
+from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
 from worker.serialization import dumps
 from worker.state import health, keys
@@ -52,7 +51,7 @@ REMEMBERED_ENQUEUES = 10_000
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
 # names a report or an organization is trying to spend someone else's budget.
-MODEL_TOOLS: Final = ("fetch_page", "web_search")
+MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
 
 T = TypeVar("T")
@@ -153,20 +152,21 @@ class ResearchClient:
         return self._redis
 
     async def search(
-        self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None
+        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
     ) -> Result:
-        if isinstance(max_results, int) and not isinstance(max_results, bool):
-            max_results = min(max(max_results, 0), MAX_RESULTS)  # as the job would; any int fits a job
+        # The job clamps max_results (jobs/search.py); the client sends what it was given.
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
-        return await self.run("web_search", kwargs)
+        return await self.run(WEB_SEARCH, kwargs)
 
-    async def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+    async def fetch(
+        self, report_id: str, url: str, extract: str = DEFAULT_EXTRACT, *, fresh: bool = False
+    ) -> Result:
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
-        return await self.run("fetch_page", kwargs)
+        return await self.run(FETCH_PAGE, kwargs)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         """Put the briefing's URLs on the report's menu; returns how many were new.
@@ -233,7 +233,7 @@ class ResearchClient:
             forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
             return _json(error_result(name, report, job_id, forged, about_of(name, given)))
         kwargs = {"report_id": report, **given}
-        if org_id is not None and name == "web_search":
+        if org_id is not None and name == WEB_SEARCH:
             kwargs["org_id"] = org_id
         return _json(await self._run(name, kwargs, job_id, wait_s))
 
@@ -368,10 +368,14 @@ class SyncResearchClient:
     ) -> None:
         self.close()
 
-    def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
+    def search(
+        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
+    ) -> Result:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
-    def fetch(self, report_id: str, url: str, extract: str = "main", *, fresh: bool = False) -> Result:
+    def fetch(
+        self, report_id: str, url: str, extract: str = DEFAULT_EXTRACT, *, fresh: bool = False
+    ) -> Result:
         return self._submit(self._client.fetch(report_id, url, extract, fresh=fresh))
 
     def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
@@ -450,13 +454,11 @@ def model_arguments(arguments: object) -> dict[str, Any]:
 
 
 def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
-    """What a job is about, as its tool says in its result (for results the client writes itself)."""
-    if function == "fetch_page" and isinstance(url := arguments.get("url"), str):
-        url = url.strip()[:MAX_URL_LENGTH]
-        return {"url": canonical_url(url) or url}
-    if function == "web_search" and isinstance(query := arguments.get("query"), str):
-        return {"query": query.strip()[:MAX_QUERY_CHARS]}
-    return None
+    """What a job is about, as its own tool says (``worker.settings.about_of``); imported on first
+    use, since the tools take a while to import and most calls never need it."""
+    from worker.settings import about_of as tools_about_of
+
+    return tools_about_of(function, arguments)
 
 
 def _json(result: Result) -> str:

@@ -13,3 +13,7 @@ MAX_QUERY_CHARS = 2000
 DEFAULT_MAX_RESULTS = 5
 MAX_RESULTS = 10
 EXTRACT_MODES = ("main", "full")
+DEFAULT_EXTRACT = EXTRACT_MODES[0]
+# The tools' job names (jobs/fetch.py and jobs/search.py take theirs from here).
+FETCH_PAGE = "fetch_page"
+WEB_SEARCH = "web_search"
