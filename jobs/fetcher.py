@@ -200,9 +200,7 @@ def _essence(content_type: str | None) -> str:
 
 def refused_redirect(current: Target, refusal: GuardianRefusal) -> GuardianRefusal:
     """The same refusal, naming the hop: the agent learns the redirect was refused, not its first URL."""
-    return type(refusal)(
-        f"the redirect from {_peer(current)} was refused: {refusal.message}", reason=refusal.reason
-    )
+    return refusal.with_message(f"the redirect from {_peer(current)} was refused: {refusal.message}")
 
 
 def _peer(target: Target) -> str:

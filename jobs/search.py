@@ -154,7 +154,7 @@ async def ask(
     try:
         found = await asking(fallback, request, Deadline(end, end, budget_s), metrics)
     except ResearchError as second:
-        raise type(second)(
+        raise second.with_message(
             f"{second.message} (this was the fallback, {fallback.name.value}, after "
             f"{primary.name.value} failed with {first.kind.value})"
         ) from None

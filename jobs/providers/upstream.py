@@ -173,7 +173,7 @@ def given_up(failure: ResearchError, attempts: int, retry_after: float | None) -
     why = f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}"
     if retry_after is not None:
         why += f"; it asked to wait {retry_after:g} s, more than this search had left"
-    return type(failure)(f"{failure.message} ({why})")
+    return failure.with_message(f"{failure.message} ({why})")
 
 
 def backoff_s(attempt: int, retry_after: float | None) -> float:

@@ -102,10 +102,6 @@ class Page(Generic[T]):
     matching: int
     size: int
 
-    @property
-    def first_index(self) -> int:
-        return (self.number - 1) * self.size
-
 
 def paginate(rows: Sequence[T], filters: Filters) -> Page[T]:
     matching = [row for row in rows if filters.matches_result(row)]

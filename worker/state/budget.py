@@ -77,9 +77,6 @@ class Budgets:
         self._limits = {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
         self._script = redis.register_script(CHARGE_SCRIPT)
 
-    def limit(self, tool: Tool) -> int:
-        return self._limits[tool]
-
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
         limit = self._limits[tool]
         raw = await self._script(

@@ -65,7 +65,6 @@ class Menu:
         self._redis = redis
         self._ttl_s = settings.budget_window_s
         self._script = redis.register_script(ADD_SCRIPT)
-        self.dropped = 0  # entries refused by full menus since start-up
 
     async def record(self, report_id: str, urls: Iterable[str], *, already_canonical: bool = False) -> int:
         """Put https URLs on the report's menu (others never enter); returns how many were new.
@@ -91,8 +90,6 @@ class Menu:
                 "url menu full; entries dropped",
                 extra=fields(report_id=report_id, dropped=int(dropped), cap=MENU_CAP),
             )
-        if dropped:
-            self.dropped += int(dropped)
         return int(added)
 
     async def contains(self, report_id: str, canonical: str) -> bool:
