@@ -26,7 +26,7 @@ from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL
 from worker.runtime.envelope import MAX_TRIES, parse_report_id, write_result
 from worker.runtime.payload import MalformedJob
-from worker.serialization import dumps, loads
+from worker.serialization import dumps, loads_object
 from worker.state.results import Result, error_result, outcome
 
 if TYPE_CHECKING:
@@ -160,10 +160,4 @@ def arq_record(
 
 def payload_of(raw: bytes | None) -> dict[str, Any] | None:
     """A job's arq payload read as far as it can be (for its tool and report id), or None."""
-    if not raw:
-        return None
-    try:
-        data = loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+    return loads_object(raw)

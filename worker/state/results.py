@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from worker.errors import ErrorKind, ResearchError
-from worker.serialization import dumps, loads
+from worker.serialization import dumps, loads_object
 from worker.state import activity, keys
 from worker.state.queue import blocking_peek
 
@@ -228,10 +228,4 @@ class ResultStore:
 
 
 def decode(raw: bytes | None) -> Result | None:
-    if raw is None:
-        return None
-    try:
-        value = loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return loads_object(raw)
