@@ -25,7 +25,7 @@ from worker.dashboard.backoffs import Backoff, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime.claims import parse_lease
 from worker.serialization import dumps, loads
-from worker.state import activity, health, keys
+from worker.state import activity, budget, health, keys, menu
 from worker.state.redis_conn import redis_settings
 
 MAX_ROWS = 200
@@ -328,19 +328,20 @@ def recent_row(item: dict[str, Any], now: float) -> RecentRow:
 
 async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[BudgetRow], bool]:
     budget_keys, budgets_complete = await scan_keys(redis, keys.budget_pattern(), MAX_CANDIDATES)
-    menu_keys, menus_complete = await scan_keys(redis, keys.menu("*"), MAX_CANDIDATES)
+    menu_keys, menus_complete = await scan_keys(redis, menu.menu_pattern(), MAX_CANDIDATES)
     # A report seeded by its briefing has a menu before it has spent anything: show it too.
     reports = list(
         dict.fromkeys(
             [name.removeprefix(keys.budget("")) for name in budget_keys]
-            + [name.removeprefix(keys.menu("")) for name in menu_keys]
+            + [menu.report_of(name) for name in menu_keys]
         )
     )[:MAX_CANDIDATES]
+    limits = budget.limits(settings)
     if not reports:
         return [], budgets_complete and menus_complete
     async with redis.pipeline(transaction=False) as pipe:
         for report in reports:
-            pipe.hmget(keys.budget(report), ["search", "fetch"])
+            pipe.hmget(keys.budget(report), list(budget.COUNTERS))
             pipe.ttl(keys.budget(report))
             pipe.scard(keys.menu(report))
             pipe.ttl(keys.menu(report))
@@ -349,15 +350,15 @@ async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[Budget
     rows: list[tuple[int, BudgetRow]] = []
     for index, report in enumerate(reports):
         counts, budget_ttl, menu_size, menu_ttl, cost = replies[5 * index : 5 * index + 5]
-        search, fetch = counts if isinstance(counts, list) else (None, None)
+        used = dict(zip(budget.COUNTERS, counts, strict=True)) if isinstance(counts, list) else {}
         budget_ttl = budget_ttl if isinstance(budget_ttl, int) else -2
         menu_ttl = menu_ttl if isinstance(menu_ttl, int) else -2
         row = BudgetRow(
             report_id=decode.short(report, TEXT_PREVIEW),
-            search_used=decode.integer(search),
-            search_limit=settings.search_budget,
-            fetch_used=decode.integer(fetch),
-            fetch_limit=settings.fetch_budget,
+            search_used=decode.integer(used.get(budget.Tool.SEARCH.value)),
+            search_limit=limits[budget.Tool.SEARCH],
+            fetch_used=decode.integer(used.get(budget.Tool.FETCH.value)),
+            fetch_limit=limits[budget.Tool.FETCH],
             menu_size=menu_size if isinstance(menu_size, int) else 0,
             cost_usd=decode.number(cost),
             expires_in_s=budget_ttl if budget_ttl >= 0 else None,

@@ -70,11 +70,20 @@ class Usage:
         return max(0, self.limit - self.used)
 
 
+def limits(settings: Settings) -> dict[Tool, int]:
+    """Each tool's budget per report, as the settings give it."""
+    return {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
+
+
+# The budget hash's counter fields, one per tool (the rest are the charged jobs' marks).
+COUNTERS: tuple[str, ...] = tuple(tool.value for tool in Tool)
+
+
 class Budgets:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self._redis = redis
         self._window_s = settings.budget_window_s
-        self._limits = {Tool.SEARCH: settings.search_budget, Tool.FETCH: settings.fetch_budget}
+        self._limits = limits(settings)
         self._script = redis.register_script(CHARGE_SCRIPT)
 
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
@@ -88,7 +97,7 @@ class Budgets:
     async def usage(self, report_id: str) -> tuple[dict[Tool, Usage], int]:
         """Counters per tool and the seconds left in the window (-2 when nothing was charged)."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.budget(report_id), [t.value for t in Tool])
+            pipe.hmget(keys.budget(report_id), list(COUNTERS))
             pipe.ttl(keys.budget(report_id))
             counts, ttl = await pipe.execute()
         usage = {

@@ -59,6 +59,16 @@ return {added, dropped, size}
 """
 
 
+def menu_pattern() -> str:
+    """Every report's menu key, for a SCAN (report ids are validated: no glob characters)."""
+    return keys.menu("*")
+
+
+def report_of(key: str) -> str:
+    """The report a menu key belongs to."""
+    return key.removeprefix(keys.menu(""))
+
+
 class Menu:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.enabled = settings.url_menu
