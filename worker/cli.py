@@ -30,7 +30,7 @@ from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
 
 from worker import embedded, logs
 from worker.config import ConfigError, Settings, default_worker_id, redact_url
-from worker.embedded import Located, Source
+from worker.embedded import Located, Origin
 from worker.errors import MissingReportId
 from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, EXTRACT_MODES, MAX_RESULTS
 from worker.logs import fields
@@ -95,7 +95,7 @@ class RedisUnreachable(Exception):
 
     def line(self) -> str:
         where = redact_url(self.found.url)
-        if self.found.source is Source.REDIS_URL:
+        if self.found.source is Origin.REDIS_URL:
             advice = "start that Redis, or point REDIS_URL at one that runs"
         else:
             advice = (
@@ -318,7 +318,7 @@ async def reach(found: Located, settings: Settings, within_s: float) -> ArqRedis
             async with asyncio.timeout(max(deadline - time.monotonic(), RETRY_PAUSE_S)):
                 return await connect(settings, fail_fast=True)
         except AuthenticationError:
-            source = "REDIS_URL" if found.source is Source.REDIS_URL else "Redis"
+            source = "REDIS_URL" if found.source is Origin.REDIS_URL else "Redis"
             raise ConfigError(f"{source}: Redis at {redact_url(found.url)} refused the credentials") from None
         except (RedisError, OSError, TimeoutError) as exc:
             if time.monotonic() + RETRY_PAUSE_S >= deadline:

@@ -20,17 +20,17 @@ log = logging.getLogger("research.dashboard")
 
 
 @dataclass(frozen=True)
-class Backoff:
+class BackoffRow:
     host: str
     until: float  # unix seconds
     remaining_s: float
 
 
-async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backoff] | None:
+async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[BackoffRow] | None:
     """The hosts backing off now, soonest release first; None when they cannot be listed."""
     try:
         held = await politeness.backing_off(redis, queue_name)
     except ResponseError as exc:
         log.warning("cannot list the hosts backing off", extra=fields(error=type(exc).__name__))
         return None
-    return [Backoff(row.host, row.until, max(0.0, row.until - now)) for row in held]
+    return [BackoffRow(row.host, row.until, max(0.0, row.until - now)) for row in held]

@@ -21,7 +21,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 
 import worker.dashboard.decode as decode
 from worker.config import Settings
-from worker.dashboard.backoffs import Backoff, read_backoffs
+from worker.dashboard.backoffs import BackoffRow, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime.claims import parse_lease
 from worker.serialization import dumps, loads
@@ -136,7 +136,7 @@ class Snapshot:
     spend: list[SpendRow] = field(default_factory=list)
     history: History | None = None
     # None: the hosts backing off could not be listed (see ``backoffs``).
-    backoffs: list[Backoff] | None = None
+    backoffs: list[BackoffRow] | None = None
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
     error: str | None = None

@@ -111,7 +111,7 @@ FINISH_SCRIPT = (resources.files("worker.state") / "page_cache_finish.lua").read
 BOOKKEEPING_RENEW_S = 60.0
 
 
-class Source(StrEnum):
+class ServedFrom(StrEnum):
     FETCHED = "fetched"  # this job fetched the page
     CACHE = "cache"  # a page in the cache
     FLIGHT = "flight"  # another job's fetch, waited for
@@ -128,17 +128,17 @@ class Fresh:
 @dataclass(frozen=True)
 class Served:
     page: Page
-    source: Source
+    source: ServedFrom
 
     @property
     def cached(self) -> bool:
         """Served from the shared cache: not fetched for this job (its fetched_at is older)."""
-        return self.source is not Source.FETCHED
+        return self.source is not ServedFrom.FETCHED
 
 
 # The fetch a leading job runs: given the report's hop rule (wrapped so the cache learns the hops),
 # it fetches and reduces the page.
-FetchPage = Callable[[MayFollow], Awaitable[Fresh]]
+FetchFresh = Callable[[MayFollow], Awaitable[Fresh]]
 
 
 def url_digest(url: str) -> str:
@@ -168,7 +168,7 @@ class PageCache:
         fresh: bool,
         until: float,
         may_follow: MayFollow,
-        fetch: FetchPage,
+        fetch: FetchFresh,
     ) -> Served:
         """The page from the cache, from a flight in progress, or fetched by this job (``fetch``).
 
@@ -177,7 +177,7 @@ class PageCache:
         """
         if not self.enabled:
             fetched = await fetch(may_follow)
-            return Served(fetched.page, Source.FETCHED)
+            return Served(fetched.page, ServedFrom.FETCHED)
         digest = url_digest(target.url)
         entry = keys.page(self._queue, extract, digest)
         lease = keys.page_flight(self._queue, extract, digest)
@@ -191,7 +191,7 @@ class PageCache:
                 outcome = decode(value)
                 if isinstance(outcome, Page | Failure) and _about(outcome, target):
                     self._metrics.page_cache_hits.inc()
-                    return await _reuse(outcome, Source.CACHE, may_follow)
+                    return await _reuse(outcome, ServedFrom.CACHE, may_follow)
                 read_cache = False  # not an entry this worker can use: fetch and overwrite it
                 continue
             if kind == b"join":
@@ -201,13 +201,13 @@ class PageCache:
                 outcome = await self._wait(target, lease, value.decode(), until)
                 if outcome is None or isinstance(outcome, Abandoned):
                     continue  # the fetcher died or gave up: take over (or join whoever did)
-                return await _reuse(outcome, Source.FLIGHT, may_follow)
+                return await _reuse(outcome, ServedFrom.FLIGHT, may_follow)
             if not fresh:
                 self._metrics.page_cache_misses.inc()
             return await self._lead(target, entry, lease, token, may_follow, fetch)
 
     async def _lead(
-        self, target: Target, entry: str, lease: str, token: str, may_follow: MayFollow, fetch: FetchPage
+        self, target: Target, entry: str, lease: str, token: str, may_follow: MayFollow, fetch: FetchFresh
     ) -> Served:
         hops: list[Hop] = []
 
@@ -237,7 +237,7 @@ class PageCache:
             raise
         page = replace(fetched.page, hops=tuple(hops))
         await self._publish(entry, lease, token, page, self._ttl_ms if fetched.storable else 0)
-        return Served(page, Source.FETCHED)
+        return Served(page, ServedFrom.FETCHED)
 
     async def _publish(self, entry: str, lease: str, token: str, outcome: Outcome, keep_ms: int) -> None:
         """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
@@ -304,7 +304,7 @@ def _about(outcome: Page | Failure, target: Target) -> bool:
     return not isinstance(outcome, Page) or outcome.url == target.url
 
 
-async def _reuse(outcome: Page | Failure, source: Source, may_follow: MayFollow) -> Served:
+async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: MayFollow) -> Served:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
     for came_from, went_to in outcome.hops:
         current, following = parse_https_url(came_from), parse_https_url(went_to)

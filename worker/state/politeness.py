@@ -119,14 +119,14 @@ def host_of(target: Target) -> str:
 
 
 @dataclass(frozen=True)
-class Backoff:
+class HostHold:
     """A host every worker holds off, and until when (Unix seconds)."""
 
     host: str
     until: float
 
 
-async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[Backoff]:
+async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[HostHold]:
     """The hosts every worker of the queue is holding off now, soonest first (for the dashboard).
 
     One read (ZRANGEBYSCORE), which the dashboard's read-only Redis user may run (TIME it may not,
@@ -136,7 +136,7 @@ async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS
     rows = await redis.zrangebyscore(
         keys.host_backoffs(queue_name), f"({now_ms}", "+inf", start=0, num=limit, withscores=True
     )
-    return [Backoff(bytes(host).decode(errors="replace"), float(until) / 1000) for host, until in rows]
+    return [HostHold(bytes(host).decode(errors="replace"), float(until) / 1000) for host, until in rows]
 
 
 class Politeness:
