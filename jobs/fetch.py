@@ -23,12 +23,13 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
+from jobs.fetcher import Fetched, Fetcher, FetchLimits
 from jobs.reader.document import Document, build_document
 from worker.config import Settings
 from worker.errors import GuardianRefusal, HttpStatus, InvalidRequest, Timeout, UrlNotInMenu
 from worker.guardian.connector import guarded_session
 from worker.guardian.policy import AddressPolicy
+from worker.guardian.redirects import HopRule
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url
 from worker.limits import EXTRACT_MODES, FETCH_PAGE, MAX_URL_LENGTH
 from worker.logs import fields

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, cast
 
 from redis.exceptions import RedisError
 
-from worker.errors import HttpStatus, ResearchError, Timeout, UrlNotInMenu
+from worker.errors import HttpStatus, ResearchError, Timeout
+from worker.guardian.redirects import HopRule, hop_refused
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -73,8 +74,6 @@ FLIGHT_CHECK_S = 1.0
 # A flight's outcome outlives it this long: only jobs already waiting on it need it.
 DONE_TTL_MS = 10_000
 
-# May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
-MayFollow = Callable[[Target, Target], Awaitable[bool]]
 
 # KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
 # Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
@@ -138,7 +137,7 @@ class Served:
 
 # The fetch a leading job runs: given the report's hop rule (wrapped so the cache learns the hops),
 # it fetches and reduces the page.
-FetchFresh = Callable[[MayFollow], Awaitable[Fresh]]
+FetchFresh = Callable[[HopRule], Awaitable[Fresh]]
 
 
 def url_digest(url: str) -> str:
@@ -167,7 +166,7 @@ class PageCache:
         *,
         fresh: bool,
         until: float,
-        may_follow: MayFollow,
+        may_follow: HopRule,
         fetch: FetchFresh,
     ) -> Served:
         """The page from the cache, from a flight in progress, or fetched by this job (``fetch``).
@@ -207,7 +206,7 @@ class PageCache:
             return await self._lead(target, entry, lease, token, may_follow, fetch)
 
     async def _lead(
-        self, target: Target, entry: str, lease: str, token: str, may_follow: MayFollow, fetch: FetchFresh
+        self, target: Target, entry: str, lease: str, token: str, may_follow: HopRule, fetch: FetchFresh
     ) -> Served:
         hops: list[Hop] = []
 
@@ -304,14 +303,12 @@ def _about(outcome: Page | Failure, target: Target) -> bool:
     return not isinstance(outcome, Page) or outcome.url == target.url
 
 
-async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: MayFollow) -> Served:
+async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
     for came_from, went_to in outcome.hops:
         current, following = parse_https_url(came_from), parse_https_url(went_to)
         if not await may_follow(current, following):
-            raise UrlNotInMenu(
-                f"the page redirected to another site, {following.host}, whose URL this report has not seen"
-            )
+            raise hop_refused(following)
     if isinstance(outcome, Failure):
         raise outcome.error()
     return Served(outcome, source)
