@@ -52,7 +52,7 @@ from worker.serialization import dumps, loads
 from worker.state import activity, health, keys
 from worker.state.budget import Budgets
 from worker.state.menu import Menu
-from worker.state.queue import OURS_FIELD, Claimed, Claimer, blocking_pop
+from worker.state.queue import Claimed, Claimer, blocking_pop
 from worker.state.redis_conn import connect
 from worker.state.results import ResultStore
 
@@ -451,7 +451,7 @@ class ResearchWorker(Worker):
             success = True
             self.jobs_complete += 1
         record = None
-        if finish and self.keep_result_s > 0 and not job.get(OURS_FIELD):
+        if finish and self.keep_result_s > 0:
             record = arq_record(
                 job_id, self.queue_name, function_name, success=success, result=result, job=job,
                 job_try=job_try, start_ms=start_ms,

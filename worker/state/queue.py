@@ -72,17 +72,10 @@ REPLICAS_CHECK_S = 1.0
 REPLICA_ACK_MS = 1000
 
 
-# A job this project's Enqueuer queued says so in its payload: its result is read from
-# research:result only, so the worker writes no arq result record for it (a second copy of the
-# result, page text and all). A job a plain arq client queued has no such field and gets arq's
-# record, which its Job.result() reads.
-OURS_FIELD = "rs"
-
-
 def job_payload(function: str, kwargs: dict[str, Any]) -> bytes:
-    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets) with our mark."""
+    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets to Redis's time)."""
     try:
-        return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": 0})
+        return dumps({"t": None, "f": function, "a": [], "k": kwargs, "et": 0})
     except Exception as exc:
         raise SerializationError(f"unable to serialize job {function!r}") from exc
 
