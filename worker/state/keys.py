@@ -85,13 +85,9 @@ def page_flight_done(queue_name: str, token: str) -> str:
 
 
 def page_index(queue_name: str) -> str:
-    """A sorted set of every cached page key, scored by its expiry (ms): the eviction order."""
+    """A sorted set of every cached page, as "entry key|its bytes", scored by its expiry (ms): the
+    eviction order, and the sizes the total counts."""
     return f"{PREFIX}page-index:{queue_name}"
-
-
-def page_sizes(queue_name: str) -> str:
-    """A hash of every cached page key to its size in bytes."""
-    return f"{PREFIX}page-sizes:{queue_name}"
 
 
 def page_bytes(queue_name: str) -> str:

@@ -250,7 +250,6 @@ class PageCache:
                     lease,
                     keys.page_flight_done(self._queue, token),
                     keys.page_index(self._queue),
-                    keys.page_sizes(self._queue),
                     keys.page_bytes(self._queue),
                 ],
                 args=[

@@ -2,7 +2,7 @@
 -- cache when it is kept, the flight's lease released, and the outcome to the jobs waiting on it.
 --
 -- KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
--- of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes.
+-- of "entry key|bytes" members by expiry ms), 5 the total bytes.
 -- ARGV: 1 token, 2 the outcome, 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in
 -- bytes, 6 the done list's ms, 7 the most evictions, 8 the most expired index entries to drop,
 -- 9 how long the bookkeeping keys live (ms: longer than any entry, so they outlive every entry they
@@ -13,45 +13,49 @@
 -- fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
 -- disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
 --
--- The common store is a handful of commands: the index says whether the entry is new (ZADD), the
--- counter is one INCRBY, and expired entries are swept only when the counter says the cache is
--- over its bound (their sizes stay counted until then, which errs on the side of the bound).
+-- The common store is a handful of commands: an entry's size travels in its index member, so one
+-- ZADD indexes and sizes it, the counter is one INCRBY, and expired entries are swept only when the
+-- counter says the cache is over its bound (their bytes stay counted until then, which errs on the
+-- side of the bound). A page stored again with another size (a fresh fetch) leaves its old member
+-- counted until it is swept or evicted; evicting it removes the page only while the page is still
+-- the one it counted (STRLEN), never its successor.
 local kept = 0
 if ARGV[3] == '1' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local size = string.len(ARGV[2])
   local bound = tonumber(ARGV[5])
-  local function forget(key)
-    local old = redis.call('HGET', KEYS[5], key)
-    if old then
-      redis.call('HDEL', KEYS[5], key)
-    end
-    redis.call('ZREM', KEYS[4], key)
-    return tonumber(old or '0')
+  local mine = KEYS[1] .. '|' .. size
+  local function parse(member)
+    local key, bytes = string.match(member, '^(.*)|(%d+)$')
+    return key or member, tonumber(bytes or '0')
   end
-  local grown = size
-  if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), KEYS[1]) == 0 then
-    -- A fresh fetch replaces the entry: its old size goes.
-    grown = grown - tonumber(redis.call('HGET', KEYS[5], KEYS[1]) or '0')
+  local grown = 0
+  if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), mine) == 1 then
+    grown = size
   end
-  redis.call('HSET', KEYS[5], KEYS[1], size)
-  local total = redis.call('INCRBY', KEYS[6], grown)
+  local total = redis.call('INCRBY', KEYS[5], grown)
   local freed = 0
   if total > bound then
-    for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
-      if key ~= KEYS[1] then
-        freed = freed + forget(key)
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
+      if member ~= mine then
+        local _, bytes = parse(member)
+        redis.call('ZREM', KEYS[4], member)
+        freed = freed + bytes
       end
     end
     local evicted = 0
     while total - freed > bound and evicted < tonumber(ARGV[7]) do
       local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)
-      if #oldest == 0 or oldest[1] == KEYS[1] then
+      if #oldest == 0 or oldest[1] == mine then
         break
       end
-      freed = freed + forget(oldest[1])
-      redis.call('UNLINK', oldest[1])
+      local key, bytes = parse(oldest[1])
+      redis.call('ZREM', KEYS[4], oldest[1])
+      freed = freed + bytes
+      if key ~= KEYS[1] and redis.call('STRLEN', key) == bytes then
+        redis.call('UNLINK', key)
+      end
       evicted = evicted + 1
     end
   end
@@ -59,16 +63,16 @@ if ARGV[3] == '1' then
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
     kept = 1
   else
-    freed = freed + forget(KEYS[1])
+    redis.call('ZREM', KEYS[4], mine)
+    freed = freed + grown
     redis.call('UNLINK', KEYS[1])
   end
   if freed > 0 then
-    redis.call('DECRBY', KEYS[6], freed)
+    redis.call('DECRBY', KEYS[5], freed)
   end
   if ARGV[10] == '1' or total == grown then
-    for i = 4, 6 do
-      redis.call('PEXPIRE', KEYS[i], ARGV[9])
-    end
+    redis.call('PEXPIRE', KEYS[4], ARGV[9])
+    redis.call('PEXPIRE', KEYS[5], ARGV[9])
   end
 end
 -- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
