@@ -200,8 +200,7 @@ def page_memory(url: str, queue: str, run: Run) -> None:
     try:
         entries = list(client.scan_iter(match=keys.page(queue, "*", "*"), count=1000))
         bookkeeping = sum(
-            int(client.memory_usage(key) or 0)
-            for key in (keys.page_index(queue), keys.page_sizes(queue), keys.page_bytes(queue))
+            int(client.memory_usage(key) or 0) for key in (keys.page_index(queue), keys.page_bytes(queue))
         )
         run.cached_pages = len(entries)
         for key in entries:

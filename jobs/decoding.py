@@ -24,7 +24,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _STEP = 16_384
 
 
-class Source(Protocol):
+class ByteSource(Protocol):
     def read(self, limit: int) -> bytes:
         """Up to ``limit`` bytes; b"" when nothing is available right now."""
         ...
@@ -48,7 +48,7 @@ class Buffer:
 class _Inflate:
     """One gzip or deflate layer over a source, giving at most ``limit`` bytes per read."""
 
-    def __init__(self, source: Source, coding: str) -> None:
+    def __init__(self, source: ByteSource, coding: str) -> None:
         self._source = source
         self._coding = coding
         self._inflater: zlib._Decompress | None = None
@@ -123,7 +123,7 @@ class Decoder:
 
     def __init__(self, content_encoding: str | None) -> None:
         self.raw = Buffer()
-        source: Source = self.raw
+        source: ByteSource = self.raw
         for coding in reversed(codings(content_encoding)):  # the last applied is undone first
             source = _Inflate(source, coding)
         self._out = source

@@ -26,7 +26,7 @@ from typing import Any, cast
 from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
 
-from jobs.fetcher import Fetched, Fetcher, FetchLimits, HopRule
+from jobs.fetcher import Fetched, Fetcher, FetchLimits
 from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.document import Document, build_document, cut_text, reads_in_child
 from jobs.reader.formats import FORMATS, MARKDOWN, TEXT, page_offsets, whole_text_paced
@@ -52,8 +52,16 @@ from worker.errors import (
 from worker.guardian.connector import CONNECTED, guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
+from worker.guardian.redirects import HopRule
 from worker.guardian.urls import SCHEME, Target, canonical_url, check_url, parse_https_url
-from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_PAGE_OFFSETS, MAX_URL_LENGTH
+from worker.limits import (
+    EXTRACT_MODES,
+    FETCH_PAGE,
+    FIND_CHARS,
+    MAX_DOCUMENT_CHARS,
+    MAX_PAGE_OFFSETS,
+    MAX_URL_LENGTH,
+)
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
@@ -191,7 +199,7 @@ class FetchPageTool:
     """The fetch_page job. Its parts are built once per worker at start-up; tests hand it a fake
     resolver, production uses the system's."""
 
-    name = "fetch_page"
+    name = FETCH_PAGE
     params = ("url", "extract", "fresh", "format", "offset", "max_chars", "find", "render")
 
     def __init__(

@@ -11,7 +11,6 @@ all, because a cut PDF cannot be parsed.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,10 +25,9 @@ from worker.errors import (
     HttpStatus,
     TooManyRedirects,
     UnsupportedContentType,
-    UrlNotInMenu,
 )
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.redirects import REDIRECT_STATUSES, next_hop, same_site
+from worker.guardian.redirects import REDIRECT_STATUSES, HopRule, hop_refused, next_hop, same_site
 from worker.guardian.urls import Target
 from worker.net.error_map import translate
 from worker.net.retry_after import retry_after_s
@@ -37,7 +35,6 @@ from worker.net.retry_after import retry_after_s
 READ_CHUNK = 65_536
 
 # May the fetch follow a redirect from the first target to the second? (The URL menu's rule.)
-HopRule = Callable[[Target, Target], Awaitable[bool]]
 
 
 class Observer(Protocol):
@@ -102,10 +99,7 @@ class Fetcher:
                     except GuardianRefusal as refusal:
                         raise refused_redirect(current, refusal) from None
                     if not same_site(current, following) and not await may_follow(current, following):
-                        raise UrlNotInMenu(
-                            f"the page redirected to another site, {following.host}, whose URL this "
-                            "report has not seen"
-                        )
+                        raise hop_refused(following)
                     current = following
                     continue
                 return await self._read(current, response, hop, observer)
@@ -224,9 +218,7 @@ def _essence(content_type: str | None) -> str:
 
 def refused_redirect(current: Target, refusal: GuardianRefusal) -> GuardianRefusal:
     """The same refusal, naming the hop: the agent learns the redirect was refused, not its first URL."""
-    return type(refusal)(
-        f"the redirect from {_peer(current)} was refused: {refusal.message}", reason=refusal.reason
-    )
+    return refusal.with_message(f"the redirect from {_peer(current)} was refused: {refusal.message}")
 
 
 def _peer(target: Target) -> str:

@@ -33,7 +33,7 @@ from worker.config import Settings, redact_url
 from worker.errors import DestinationBlocked, InvalidRequest, ResearchError, SchemeNotAllowed
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.urls import parse_https_url
-from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID
+from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID, WEB_SEARCH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import Tool
@@ -91,7 +91,7 @@ def clamped_max_results(value: object) -> int:
 class WebSearchTool:
     """The web_search job; its providers are built once per worker at start-up."""
 
-    name = "web_search"
+    name = WEB_SEARCH
     params = ("query", "max_results", "org_id")
 
     def __init__(self, archive: SharedArchive | None = None) -> None:
@@ -231,7 +231,7 @@ async def ask(
     try:
         found = await asking(fallback, request, Deadline(end, end, budget_s), job)
     except ResearchError as second:
-        raise type(second)(
+        raise second.with_message(
             f"{second.message} (this was the fallback, {fallback.name.value}, after "
             f"{primary.name.value} failed with {first.kind.value})"
         ) from None

@@ -103,7 +103,7 @@ async def test_a_finish_by_a_worker_that_no_longer_holds_the_job_changes_nothing
     await redis.zadd(settings.queue_name, {job_id: 1})
     for finish in (True, False):
         done = await leases.finish(
-            job_id, finish=finish, arq_result=b"late", result_ttl_ms=60_000, incr_score=5
+            job_id, finish=finish, arq_result=b"late", result_ttl_ms=60_000, requeue_score=5
         )
         assert done is False
     assert await redis.get(in_progress_key_prefix + job_id) == holder.encode()
@@ -118,7 +118,7 @@ async def test_a_late_finish_of_a_job_finished_elsewhere_does_not_put_it_back_in
     leases = JobLeases(redis, settings.queue_name, f"w-{token}")
     job_id = f"{token}-finished-elsewhere"
     await redis.set(result_key_prefix + job_id, b"the holder's record")
-    done = await leases.finish(job_id, finish=False, arq_result=None, result_ttl_ms=60_000, incr_score=5)
+    done = await leases.finish(job_id, finish=False, arq_result=None, result_ttl_ms=60_000, requeue_score=5)
     assert done is False
     assert await redis.zscore(settings.queue_name, job_id) is None
     done = await leases.finish(job_id, finish=True, arq_result=b"late", result_ttl_ms=60_000)

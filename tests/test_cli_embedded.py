@@ -30,7 +30,7 @@ from tests.support.run_cli_site import DEFAULT_REDIS_VARIABLE
 from tests.support.tls import TestCA, serve
 from worker import cli, config, embedded
 from worker.cli import Exit
-from worker.embedded import EmbeddedRedis, Source, StateFile, locate, redis_for_worker
+from worker.embedded import EmbeddedRedis, Origin, StateFile, locate, redis_for_worker
 
 
 @pytest.fixture
@@ -58,11 +58,11 @@ def test_a_published_redis_is_found_until_it_is_withdrawn(
 ) -> None:
     state = StateFile(str(runtime_dir))
     assert state.publish(live_redis.url) == live_redis.url
-    assert locate(None, str(runtime_dir)) == embedded.Located(live_redis.url, Source.EMBEDDED)
+    assert locate(None, str(runtime_dir)) == embedded.Located(live_redis.url, Origin.EMBEDDED)
     assert json.loads(state.path.read_bytes())["url"] == live_redis.url
     state.withdraw(live_redis.url)
     assert not state.path.exists()
-    assert locate(None, str(runtime_dir)).source is Source.DEFAULT
+    assert locate(None, str(runtime_dir)).source is Origin.DEFAULT
 
 
 def test_the_state_file_and_its_directory_are_private(runtime_dir: Path, live_redis: EmbeddedRedis) -> None:
@@ -75,7 +75,7 @@ def test_the_state_file_and_its_directory_are_private(runtime_dir: Path, live_re
 def test_redis_url_wins_over_an_embedded_redis(runtime_dir: Path, live_redis: EmbeddedRedis) -> None:
     StateFile(str(runtime_dir)).publish(live_redis.url)
     assert locate("redis://elsewhere:6379/0", str(runtime_dir)) == embedded.Located(
-        "redis://elsewhere:6379/0", Source.REDIS_URL
+        "redis://elsewhere:6379/0", Origin.REDIS_URL
     )
 
 
@@ -97,7 +97,7 @@ def test_a_stale_state_file_is_ignored_with_one_line(
         StateFile(str(runtime_dir)).publish(gone.url)
     with caplog.at_level(logging.WARNING, logger="research.embedded"):
         found = locate(None, str(runtime_dir))
-    assert found.source is Source.DEFAULT
+    assert found.source is Origin.DEFAULT
     assert [r.getMessage() for r in caplog.records] == [
         "ignoring a stale embedded Redis state file: its Redis no longer answers"
     ]
@@ -141,17 +141,17 @@ def test_a_state_file_others_could_have_written_is_not_trusted(
         state.path.write_text("unix:///tmp/x.sock")
     else:
         state.path.write_text(json.dumps({"url": "http://attacker.test/"}))
-    assert locate(None, str(runtime_dir)).source is Source.DEFAULT
+    assert locate(None, str(runtime_dir)).source is Origin.DEFAULT
 
 
 def test_run_finds_redis_url_or_the_default_before_starting_its_own(
     runtime_dir: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with redis_for_worker("redis://configured:6379/0", str(runtime_dir)) as found:
-        assert found.source is Source.REDIS_URL
+        assert found.source is Origin.REDIS_URL
     monkeypatch.setattr(config, "DEFAULT_REDIS_URL", redis_url)
     with redis_for_worker(None, str(runtime_dir)) as found:
-        assert found == embedded.Located(redis_url, Source.DEFAULT)
+        assert found == embedded.Located(redis_url, Origin.DEFAULT)
     assert not StateFile(str(runtime_dir)).path.exists()
 
 
@@ -160,7 +160,7 @@ def test_run_starts_publishes_and_withdraws_its_own_redis_when_none_answers(
 ) -> None:
     state = StateFile(str(runtime_dir))
     with redis_for_worker(None, str(runtime_dir)) as found:
-        assert found.source is Source.EMBEDDED
+        assert found.source is Origin.EMBEDDED
         assert found.url.startswith("unix://")
         assert embedded.redis_answers(found.url)
         assert locate(None, str(runtime_dir)) == found  # what every other command now finds
@@ -271,7 +271,7 @@ def test_two_runs_starting_at_once_share_the_redis_published_first(
     # Both looked before either published: the second to publish finds the first's and uses it.
     StateFile(str(runtime_dir)).publish(live_redis.url)
     monkeypatch.setattr(
-        embedded, "locate", lambda *args: embedded.Located(nothing_at_the_default, Source.DEFAULT)
+        embedded, "locate", lambda *args: embedded.Located(nothing_at_the_default, Origin.DEFAULT)
     )
     started: list[EmbeddedRedis] = []
     real_start = EmbeddedRedis.start
@@ -282,7 +282,7 @@ def test_two_runs_starting_at_once_share_the_redis_published_first(
 
     monkeypatch.setattr(EmbeddedRedis, "start", spy)
     with redis_for_worker(None, str(runtime_dir)) as found:
-        assert found == embedded.Located(live_redis.url, Source.EMBEDDED)
+        assert found == embedded.Located(live_redis.url, Origin.EMBEDDED)
         assert len(started) == 1 and not embedded.redis_answers(started[0].url)  # its own, stopped
     assert StateFile(str(runtime_dir)).path.exists()  # still the first one's
 

@@ -220,17 +220,28 @@ async def test_arguments_json_cannot_carry_are_refused_before_anything_is_enqueu
     assert await redis.zcard(settings.queue_name) == 0
 
 
-async def test_a_huge_max_results_is_clamped_as_the_job_would_clamp_it(
-    settings: Settings, report: str, redis: aioredis.Redis, token: str
+@pytest.mark.parametrize("asked", [11, 10**6, -3, 2**63 - 1])
+async def test_max_results_reaches_the_job_as_asked_for_the_job_to_clamp(
+    settings: Settings, report: str, redis: aioredis.Redis, token: str, asked: int
 ) -> None:
+    # The client does not clamp: the job's own clamp (jobs/search.py) is the one that counts, and
+    # a broken one shows through the client too.
     async with ResearchClient(
         settings=settings, job_id_prefix=f"{token}-", wait_s=0.3, require_worker=False
     ) as client:
-        result = await client.search(report, "tidal energy", max_results=10**30)
+        result = await client.search(report, "tidal energy", max_results=asked)
         payload = orjson.loads(await redis.get(f"arq:job:{result['job_id']}"))
-    assert payload["k"]["max_results"] == 10
+    assert payload["k"]["max_results"] == asked
     assert result["error"]["kind"] == "timeout"  # no worker ran in this test
     assert result["query"] == "tidal energy"
+
+
+async def test_a_max_results_no_job_can_carry_is_refused_by_the_client(
+    settings: Settings, report: str
+) -> None:
+    async with ResearchClient(settings=settings, wait_s=0.3) as client:
+        with pytest.raises(UnsafeArguments, match="not JSON a job can carry"):
+            await client.search(report, "tidal energy", max_results=10**30)
 
 
 # The synchronous twin, for scripts and notebooks.

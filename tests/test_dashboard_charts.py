@@ -56,7 +56,7 @@ async def test_the_jobs_chart_has_one_series_per_outcome_the_workers_saw(
 ) -> None:
     settings = dataclasses.replace(settings, fetch_budget=2)
     async with (
-        running_worker(settings, TEST_TOOLS),
+        running_worker(settings, TEST_TOOLS) as worker,
         ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client,
     ):
         results = [
@@ -67,6 +67,9 @@ async def test_the_jobs_chart_has_one_series_per_outcome_the_workers_saw(
             await client.call("echo", {"value": "no report"}),
             await client.call("boom", {"report_id": report}),
         ]
+        # A worker writes its minute counters once a second (worker.state.activity.Buckets).
+        assert worker.runtime is not None
+        await worker.runtime.results.buckets.flush()
         async with serving(settings) as base:
             status, _, page = await get(f"{base}/")
     seen = Counter("ok" if r["ok"] else r["error"]["kind"] for r in results)

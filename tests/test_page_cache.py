@@ -474,11 +474,13 @@ async def test_the_cache_stays_within_its_bound_by_evicting_the_pages_closest_to
                 await client.fetch(report, url)
             kept = [await redis.exists(entry_key(settings, url)) for url in urls]
             total = int(await redis.get(keys.page_bytes(settings.queue_name)) or 0)
-            sizes = await redis.hgetall(keys.page_sizes(settings.queue_name))
+            members = await redis.zrange(keys.page_index(settings.queue_name), 0, -1)
             again = await client.fetch(f"{report}-2", urls[0])
     assert kept == [0, 0, 0, 1, 1]
     assert total <= bound
-    assert total == sum(int(size) for size in sizes.values())
+    # Each index member carries its entry's size: the total is their sum.
+    assert total == sum(int(member.rpartition(b"|")[2]) for member in members)
+    assert len(members) == 2
     assert again["cached"] is False
 
 

@@ -6,9 +6,10 @@ import asyncio
 from pathlib import Path
 
 from tests.test_deploy_acl import QUEUE, acl_redis, binaries
+from worker.guardian.redirects import HopRule
 from worker.guardian.urls import Target, parse_https_url
 from worker.metrics import Metrics
-from worker.state.page_cache import Fresh, MayFollow, PageCache, Source
+from worker.state.page_cache import Fresh, PageCache, ServedFrom
 from worker.state.page_entry import Page
 from worker.state.politeness import Politeness, backing_off
 
@@ -49,7 +50,7 @@ async def test_the_worker_user_runs_the_cache_flights_and_host_slots_and_the_das
             cache = PageCache(worker, settings, Metrics())
             started = asyncio.Event()
 
-            async def slow_fetch(rule: MayFollow) -> Fresh:
+            async def slow_fetch(rule: HopRule) -> Fresh:
                 started.set()
                 await asyncio.sleep(0.2)
                 return Fresh(page(), storable=True)
@@ -75,5 +76,9 @@ async def test_the_worker_user_runs_the_cache_flights_and_host_slots_and_the_das
         finally:
             await worker.aclose()
             await dashboard.aclose()
-    assert (led.source, joined.source, hit.source) == (Source.FETCHED, Source.FLIGHT, Source.CACHE)
+    assert (led.source, joined.source, hit.source) == (
+        ServedFrom.FETCHED,
+        ServedFrom.FLIGHT,
+        ServedFrom.CACHE,
+    )
     assert [b.host for b in listed] == ["example.org"]

@@ -86,7 +86,11 @@ async def test_strings_with_lone_surrogates_reach_the_result_as_replacement_char
     assert result["nested"] == {replaced(k): replaced(v) for k, v in nested.items()}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
 @given(message=st.one_of(HOSTILE_TEXT, st.text(alphabet=ANY_CHAR, min_size=5_000, max_size=20_000)))
 async def test_an_error_message_is_valid_utf8_and_at_most_its_bound(
     client: ResearchClient, report: str, message: str

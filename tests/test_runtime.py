@@ -14,7 +14,7 @@ from arq.constants import job_key_prefix
 
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
-from worker.client import ResearchClient
+from worker.client import DuplicateJobId, ResearchClient
 from worker.config import Settings
 from worker.serialization import dumps, loads
 from worker.state import keys
@@ -103,20 +103,29 @@ async def test_each_replica_has_its_own_health_key(settings: Settings, redis: ai
 async def test_a_rerun_of_a_finished_job_returns_the_written_result_without_running_again(
     settings: Settings, redis: aioredis.Redis, token: str, report: str
 ) -> None:
-    # The worker died after writing the result but before arq recorded the finish: arq runs it again.
+    # The worker died after writing the result but before arq recorded the finish: the job is
+    # still queued, with its payload, and its claim finds the result standing.
     async with (
         running_worker(settings, TEST_TOOLS),
         ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client,
     ):
         first = await client.call("echo", {"report_id": report, "value": "once"})
         job_id = first["job_id"]
+        with pytest.raises(DuplicateJobId):  # its result stands: the id is taken
+            await client.enqueue("echo", {"report_id": report, "value": "once"}, job_id=job_id)
         await redis.delete(keys.done(job_id))
-        await redis.delete(f"arq:result:{job_id}")
+        payload = dumps({"t": None, "f": "echo", "a": [], "k": {"report_id": report, "value": "x"}, "et": 1})
+        await redis.set(f"arq:job:{job_id}", payload)
         await redis.set(f"arq:retry:{job_id}", 1)
-        again = await client.enqueue("echo", {"report_id": report, "value": "once"}, job_id=job_id)
-        second = await client.wait(again)
+        await redis.zadd(settings.queue_name, {job_id: 1})
+        deadline = time.monotonic() + 10
+        while await redis.zscore(settings.queue_name, job_id) is not None:
+            assert time.monotonic() < deadline, "the job was never finished"
+            await asyncio.sleep(0.05)
+        second = await client.result(job_id)
     assert second == first
     assert await redis.hget(keys.budget(report), "fetch") == b"1"
+    assert not await redis.exists(f"arq:job:{job_id}")
 
 
 def test_serialization_refuses_pickle_bytes() -> None:

@@ -32,11 +32,13 @@ from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
 
 from worker import embedded, logs
 from worker.config import ConfigError, Settings, default_worker_id, redact_url
-from worker.embedded import Located, Source
+from worker.embedded import Located, Origin
 from worker.errors import MissingReportId
+from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, EXTRACT_MODES, MAX_RESULTS
 from worker.logs import fields
 from worker.redact import redact_urls
 from worker.runtime.envelope import parse_report_id
+from worker.settings import FETCH_PAGE, WEB_SEARCH
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
 from worker.state.redis_conn import connect
@@ -99,7 +101,7 @@ class RedisUnreachable(Exception):
 
     def line(self) -> str:
         where = redact_url(self.found.url)
-        if self.found.source is Source.REDIS_URL:
+        if self.found.source is Origin.REDIS_URL:
             advice = "start that Redis, or point REDIS_URL at one that runs"
         else:
             advice = (
@@ -214,7 +216,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
             ),
             seed=[args.url] if args.seed else [],
             report_id=report_id,
-            what="fetch_page",
+            what=FETCH_PAGE,
         )
     )
 
@@ -230,7 +232,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             ),
             seed=[],
             report_id=report_id,
-            what="web_search",
+            what=WEB_SEARCH,
         )
     )
 
@@ -475,7 +477,7 @@ async def reach(found: Located, settings: Settings, within_s: float) -> ArqRedis
             async with asyncio.timeout(max(deadline - time.monotonic(), RETRY_PAUSE_S)):
                 return await connect(settings, fail_fast=True)
         except AuthenticationError:
-            source = "REDIS_URL" if found.source is Source.REDIS_URL else "Redis"
+            source = "REDIS_URL" if found.source is Origin.REDIS_URL else "Redis"
             raise ConfigError(f"{source}: Redis at {redact_url(found.url)} refused the credentials") from None
         except (RedisError, OSError, TimeoutError) as exc:
             if time.monotonic() + RETRY_PAUSE_S >= deadline:
@@ -587,7 +589,10 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("url", metavar="URL", help="the https URL to fetch")
     fetch.add_argument("--report", required=True, metavar="ID", help="the report the fetch is for (required)")
     fetch.add_argument(
-        "--extract", choices=("main", "full"), default="main", help="the main content, or all readable text"
+        "--extract",
+        choices=EXTRACT_MODES,
+        default=DEFAULT_EXTRACT,
+        help="the main content, or all readable text",
     )
     fetch.add_argument(
         "--seed", action="store_true", help="first put the URL on the report's menu, as a briefing would"
@@ -634,7 +639,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--report", required=True, metavar="ID", help="the report the search is for (required)"
     )
-    search.add_argument("--max-results", type=int, default=5, metavar="N", help="cited sources wanted, 0-10")
+    search.add_argument(
+        "--max-results",
+        type=int,
+        default=DEFAULT_MAX_RESULTS,
+        metavar="N",
+        help=f"cited sources wanted, 0-{MAX_RESULTS}",
+    )
     search.add_argument(
         "--org",
         default=None,

@@ -15,6 +15,7 @@ refuses writes because it is full is ``RedisOutOfMemory``, the client's own exce
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -35,8 +36,7 @@ from worker import embedded
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
-from worker.guardian.urls import canonical_url
-from worker.limits import MAX_QUERY_CHARS, MAX_RESULTS, MAX_URL_LENGTH
+from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
 from worker.serialization import dumps
 from worker.shapes import Shape, anthropic_blocks
@@ -46,14 +46,18 @@ from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
-from worker.state.results import About, Result, ResultStore, error_result
+from worker.state.results import DONE_TTL_MS, About, Result, ResultStore, error_result
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
+# A job enqueued by this client less than this long ago has its result in its wake-up list once
+# it is written (the list lives DONE_TTL_MS from the write), so a wait needs no first read.
+FRESH_FOR_S = DONE_TTL_MS / 1000 - 5.0
+REMEMBERED_ENQUEUES = 10_000
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
 # names a report or an organization is trying to spend someone else's budget.
-MODEL_TOOLS: Final = ("fetch_page", "web_search")
+MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
 # Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
 # before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
@@ -158,6 +162,8 @@ class ResearchClient:
         self._redis: ArqRedis | None = None
         self._enqueuer: Enqueuer | None = None
         self._results: ResultStore | None = None
+        # When this client enqueued each job (monotonic s), for a wait that needs no first read.
+        self._enqueued_at: collections.OrderedDict[str, float] = collections.OrderedDict()
 
     async def open(self) -> ResearchClient:
         if self._redis is not None:
@@ -194,20 +200,19 @@ class ResearchClient:
         return self._redis
 
     async def search(
-        self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None
+        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
     ) -> Result:
-        if isinstance(max_results, int) and not isinstance(max_results, bool):
-            max_results = min(max(max_results, 0), MAX_RESULTS)  # as the job would; any int fits a job
+        # The job clamps max_results (jobs/search.py); the client sends what it was given.
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
-        return await self.run("web_search", kwargs)
+        return await self.run(WEB_SEARCH, kwargs)
 
     async def fetch(
         self,
         report_id: str,
         url: str,
-        extract: str = "main",
+        extract: str = DEFAULT_EXTRACT,
         *,
         fresh: bool = False,
         offset: int | None = None,
@@ -226,7 +231,7 @@ class ResearchClient:
             kwargs["render"] = True
         optional = {"offset": offset, "max_chars": max_chars, "find": find, "format": format}
         kwargs.update({name: value for name, value in optional.items() if value is not None})
-        return await self.run("fetch_page", kwargs)
+        return await self.run(FETCH_PAGE, kwargs)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         """Put the briefing's URLs on the report's menu; returns how many were new.
@@ -351,7 +356,7 @@ class ResearchClient:
             forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
             return error_result(name, report, job_id, forged, about_of(name, given))
         kwargs = {"report_id": report, **given}
-        if org_id is not None and name == "web_search":
+        if org_id is not None and name == WEB_SEARCH:
             kwargs["org_id"] = org_id
         return await self._run(name, kwargs, job_id, wait_s)
 
@@ -380,6 +385,9 @@ class ResearchClient:
             raise UnsafeArguments(f"{function}'s arguments are not JSON a job can carry: {reason}") from None
         if not created:
             raise DuplicateJobId(f"a job with id {job_id!r} already exists")
+        self._enqueued_at[job_id] = time.monotonic()
+        if len(self._enqueued_at) > REMEMBERED_ENQUEUES:
+            self._enqueued_at.popitem(last=False)
         return job_id
 
     async def wait(
@@ -395,9 +403,12 @@ class ResearchClient:
         """The job's result, waking when it is written; a ``timeout`` result past the deadline.
 
         ``fresh`` skips the first read for a job enqueued a moment ago: its wake-up list will hold
-        the result, so the blocking pop alone finds it.
+        the result, so the blocking pop alone finds it. A job this client enqueued less than the
+        wake-up's lifetime ago is such a job: a result written since lives on in its wake-up.
         """
         results = self._open_part(self._results)
+        enqueued = self._enqueued_at.pop(job_id, None)
+        fresh = fresh or (enqueued is not None and time.monotonic() - enqueued < FRESH_FOR_S)
         limit = self.wait_s if wait_s is None else _seconds("wait_s", wait_s)
         deadline = time.monotonic() + limit
         if not fresh and (done := await results.read(job_id)) is not None:
@@ -483,14 +494,16 @@ class SyncResearchClient:
     ) -> None:
         self.close()
 
-    def search(self, report_id: str, query: str, max_results: int = 5, org_id: str | None = None) -> Result:
+    def search(
+        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
+    ) -> Result:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
     def fetch(
         self,
         report_id: str,
         url: str,
-        extract: str = "main",
+        extract: str = DEFAULT_EXTRACT,
         *,
         fresh: bool = False,
         offset: int | None = None,
@@ -630,13 +643,11 @@ def model_arguments(arguments: object) -> dict[str, Any]:
 
 
 def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
-    """What a job is about, as its tool says in its result (for results the client writes itself)."""
-    if function == "fetch_page" and isinstance(url := arguments.get("url"), str):
-        url = url.strip()[:MAX_URL_LENGTH]
-        return {"url": canonical_url(url) or url}
-    if function == "web_search" and isinstance(query := arguments.get("query"), str):
-        return {"query": query.strip()[:MAX_QUERY_CHARS]}
-    return None
+    """What a job is about, as its own tool says (``worker.settings.about_of``); imported on first
+    use, since the tools take a while to import and most calls never need it."""
+    from worker.settings import about_of as tools_about_of
+
+    return tools_about_of(function, arguments)
 
 
 def _json(result: Result) -> str:

@@ -54,7 +54,7 @@ class EmbeddedUnavailable(RuntimeError):
     """No embedded Redis could be started or published; the message says what to do instead."""
 
 
-class Source(StrEnum):
+class Origin(StrEnum):
     """Where a command found Redis."""
 
     REDIS_URL = "REDIS_URL"
@@ -65,20 +65,20 @@ class Source(StrEnum):
 @dataclass(frozen=True)
 class Located:
     url: str
-    source: Source
+    source: Origin
     # This process started the embedded Redis (rather than found one); not part of where it is.
     started: bool = field(default=False, compare=False)
 
     def why(self) -> str:
         """Why this Redis, in a phrase for the first lines of ``run``."""
-        if self.source is Source.REDIS_URL:
+        if self.source is Origin.REDIS_URL:
             return "configured by REDIS_URL"
-        if self.source is Source.EMBEDDED and self.started:
+        if self.source is Origin.EMBEDDED and self.started:
             return (
                 "embedded: started by this worker, since REDIS_URL is unset and nothing answers at "
                 f"{config.DEFAULT_REDIS_URL}"
             )
-        if self.source is Source.EMBEDDED:
+        if self.source is Origin.EMBEDDED:
             return "embedded: the one another `research-worker run` on this machine started"
         return "found on the default address: REDIS_URL is unset and a Redis answers there"
 
@@ -86,19 +86,19 @@ class Located:
 def locate(redis_url: str | None, runtime_dir: str | None) -> Located:
     """Where Redis is for every command but ``run``: REDIS_URL, a live embedded Redis, the default."""
     if redis_url is not None:
-        return Located(redis_url, Source.REDIS_URL)
+        return Located(redis_url, Origin.REDIS_URL)
     running = StateFile(runtime_dir).live_url()
     if running is not None:
-        return Located(running, Source.EMBEDDED)
-    return Located(config.DEFAULT_REDIS_URL, Source.DEFAULT)
+        return Located(running, Origin.EMBEDDED)
+    return Located(config.DEFAULT_REDIS_URL, Origin.DEFAULT)
 
 
 @contextlib.contextmanager
 def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator[Located]:
     """Where ``run`` finds Redis, starting an embedded one (and publishing it) when there is none."""
     found = locate(redis_url, runtime_dir)
-    if found.source is not Source.DEFAULT or redis_answers(found.url):
-        if found.source is Source.EMBEDDED:
+    if found.source is not Origin.DEFAULT or redis_answers(found.url):
+        if found.source is Origin.EMBEDDED:
             log.info("using the embedded Redis another worker started", extra=fields(redis_url=found.url))
         yield found
         return
@@ -114,14 +114,14 @@ def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator
         # Another `run` started one at the same moment and published first: share that one.
         embedded.stop()
         log.info("using the embedded Redis another worker started", extra=fields(redis_url=published))
-        yield Located(published, Source.EMBEDDED)
+        yield Located(published, Origin.EMBEDDED)
         return
     log.info(
         "no REDIS_URL and nothing answers at the default address: started an embedded Redis",
         extra=fields(redis_url=embedded.url, default=config.DEFAULT_REDIS_URL, state_file=str(state.path)),
     )
     try:
-        yield Located(embedded.url, Source.EMBEDDED, started=True)
+        yield Located(embedded.url, Origin.EMBEDDED, started=True)
     finally:
         state.withdraw(embedded.url)
         embedded.stop()

@@ -9,7 +9,7 @@ Foreign exceptions (aiohttp, sockets, TLS) become these classes in one table, ``
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from worker.guardian.reasons import Reason
 
@@ -43,6 +43,16 @@ class ResearchError(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
+
+    def with_message(self, message: str) -> Self:
+        """The same error, saying ``message``: its kind and every field it carries (status,
+        retry_after_s, reason) kept. Re-making it with ``type(e)(message)`` would drop them, and
+        raise for an error whose constructor takes keywords."""
+        twin = type(self).__new__(type(self), message)  # no __init__: its keywords are in __dict__
+        twin.__dict__.update(self.__dict__)
+        twin.args = (message,)
+        twin.message = message
+        return twin
 
 
 class InvalidRequest(ResearchError):

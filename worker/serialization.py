@@ -23,3 +23,14 @@ def dumps(value: Any) -> bytes:
 def loads(data: bytes) -> Any:
     """Decode a payload; a pickle (or anything that is not JSON) raises, it is never loaded."""
     return orjson.loads(data)
+
+
+def loads_object(data: bytes | None) -> dict[str, Any] | None:
+    """A JSON object read back, or None for nothing, for text that is not JSON, or another value."""
+    if not data:
+        return None
+    try:
+        value = loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

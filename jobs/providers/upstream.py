@@ -196,7 +196,7 @@ def given_up(failure: ResearchError, attempts: int, retry_after: float | None) -
         why += f"; it asked to wait {retry_after:g} s, more than this search had left"
         # Asked to come back after the deadline: that is a rate limit, whatever the status said.
         return RateLimited(f"{failure.message} ({why})", status=failure.status)
-    return type(failure)(f"{failure.message} ({why})")
+    return failure.with_message(f"{failure.message} ({why})")
 
 
 def backoff_s(attempt: int, retry_after: float | None) -> float:

@@ -40,6 +40,7 @@ from worker.dashboard.data import Snapshot, collect, open_redis
 from worker.dashboard.filters import BadFilter, Filters
 from worker.dashboard.views import index_context, state_document
 from worker.logs import fields
+from worker.net.serving import serve as serve_app
 
 log = logging.getLogger("research.dashboard")
 T = TypeVar("T")
@@ -93,13 +94,7 @@ async def _serve_until_signal(settings: Settings, host: str, port: int) -> int:
 
 async def start(settings: Settings, host: str, port: int, *, cache_s: float = CACHE_S) -> web.AppRunner:
     """Start serving on host:port (0 picks a free port; read it from ``runner.addresses``)."""
-    runner = web.AppRunner(build_app(settings, host, cache_s=cache_s), access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
+    runner = await serve_app(build_app(settings, host, cache_s=cache_s), host, port)
     bound = runner.addresses[0][1] if runner.addresses else port
     where = f"http://{host}:{bound}/" if ":" not in host else f"http://[{host}]:{bound}/"
     log.info(

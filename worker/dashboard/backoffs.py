@@ -20,7 +20,7 @@ log = logging.getLogger("research.dashboard")
 
 
 @dataclass(frozen=True)
-class Backoff:
+class BackoffRow:
     host: str
     until: float  # unix seconds
     remaining_s: float
@@ -28,7 +28,7 @@ class Backoff:
     since: float | None  # when it came (unix seconds)
 
 
-async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backoff] | None:
+async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[BackoffRow] | None:
     """The hosts backing off now, soonest release first; None when they cannot be listed."""
     try:
         held = await politeness.backing_off(redis, queue_name)
@@ -36,7 +36,7 @@ async def read_backoffs(redis: Redis, queue_name: str, now: float) -> list[Backo
         log.warning("cannot list the hosts backing off", extra=fields(error=type(exc).__name__))
         return None
     return [
-        Backoff(
+        BackoffRow(
             row.host,
             row.until,
             max(0.0, row.until - now),

@@ -22,13 +22,12 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 import worker.dashboard.decode as decode
 from worker.config import Settings
 from worker.dashboard.archive import ArchiveRow, read_archive
-from worker.dashboard.backoffs import Backoff, read_backoffs
+from worker.dashboard.backoffs import BackoffRow, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime import fingerprint
 from worker.runtime.claims import parse_lease
-from worker.runtime.worker import HEALTH_INTERVAL_S
 from worker.serialization import dumps, loads
-from worker.state import activity, keys
+from worker.state import activity, budget, health, keys, menu
 from worker.state.redis_conn import redis_settings
 
 MAX_ROWS = 200
@@ -43,7 +42,7 @@ TARGET_PREVIEW = activity.TARGET_PREVIEW_CHARS
 MESSAGE_PREVIEW = activity.MESSAGE_PREVIEW_CHARS
 TEXT_PREVIEW = 200
 # A replica beats every 5 s and its key lives 15 s: a beat older than two intervals means trouble.
-STALE_BEAT_S = 2 * HEALTH_INTERVAL_S
+STALE_BEAT_S = 2 * health.INTERVAL_S
 SPEND_FIELDS = ("cost_usd", "prompt_tokens", "completion_tokens", "searches", "org_id", "usage_source", "day")
 
 
@@ -142,7 +141,7 @@ class Snapshot:
     spend: list[SpendRow] = field(default_factory=list)
     history: History | None = None
     # None: the hosts backing off could not be listed (see ``backoffs``).
-    backoffs: list[Backoff] | None = None
+    backoffs: list[BackoffRow] | None = None
     archive: list[ArchiveRow] = field(default_factory=list)  # each worker's evidence archive writer
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
@@ -212,27 +211,20 @@ async def scan_keys(redis: ArqRedis, pattern: str, limit: int) -> tuple[list[str
     return list(found)[:limit], False
 
 
-def glob_escape(value: str) -> str:
-    """A queue name is configuration, but a '*' or '[' in it must not widen a SCAN pattern."""
-    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in value)
-
-
 async def read_workers(redis: ArqRedis, settings: Settings, now: float) -> tuple[list[WorkerRow], bool]:
-    pattern = keys.health_pattern(glob_escape(settings.queue_name))
-    names, complete = await scan_keys(redis, pattern, MAX_ROWS)
-    prefix = keys.health(settings.queue_name, "")
-    values = await redis.mget(names) if names else []
+    """The queue's replicas as their owner reads them (``worker.state.health.replicas``)."""
+    found = sorted(await health.replicas(redis, settings.queue_name), key=lambda r: r.worker_id)
+    complete = len(found) <= MAX_ROWS
     rows = []
-    for name, raw in zip(names, values, strict=True):
-        if raw is None:
-            continue  # the replica stopped between the SCAN and the read
-        info = decode.json_object(raw)
+    for replica in found[:MAX_ROWS]:
+        info = replica.info
+        name = replica.worker_id
         beat_at = decode.number(info.get("beat_at"))
         started_at = decode.number(info.get("started_at"))
         beat_age = max(0.0, now - beat_at) if beat_at is not None else None
         rows.append(
             WorkerRow(
-                worker_id=decode.short(info.get("worker_id") or name.removeprefix(prefix), TEXT_PREVIEW),
+                worker_id=decode.short(info.get("worker_id") or name, TEXT_PREVIEW),
                 host=decode.short(info.get("host") or "", TEXT_PREVIEW),
                 pid=decode.integer_or_none(info.get("pid")),
                 beat_age_s=beat_age,
@@ -302,6 +294,9 @@ async def read_queue(
         if job_id not in in_progress and score <= now_ms:
             waiting_ids.append((job_id, float(score)))
     waiting_ids = waiting_ids[:WAITING_ROWS]
+    # A claim moves a running job's score to its lease's end (worker.state.queue), out of the due
+    # part; a job another kind of worker runs, or whose lease lapsed, may still be in it.
+    held_due = sum(1 for raw_id, score in head if decode.text(raw_id) in in_progress and score <= now_ms)
     jobs = await _read_jobs(redis, [job_id for job_id, _ in waiting_ids])
     waiting = [_job_row(job_id, *jobs[job_id], now, None) for job_id, _ in waiting_ids]
     oldest = max(0.0, now - waiting_ids[0][1] / 1000) if waiting_ids else None
@@ -309,9 +304,9 @@ async def read_queue(
         name=queue,
         depth=int(depth),
         due=int(due),
-        deferred=max(0, int(depth) - int(due)),
+        deferred=max(0, int(depth) - int(due) - (len(in_progress) - held_due)),
         in_progress=len(in_progress),
-        waiting=max(0, int(due) - len(in_progress)),
+        waiting=max(0, int(due) - held_due),
         oldest_waiting_age_s=oldest,
     )
     return state, waiting
@@ -348,19 +343,20 @@ def recent_row(item: dict[str, Any], now: float) -> RecentRow:
 
 async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[BudgetRow], bool]:
     budget_keys, budgets_complete = await scan_keys(redis, keys.budget_pattern(), MAX_CANDIDATES)
-    menu_keys, menus_complete = await scan_keys(redis, keys.menu("*"), MAX_CANDIDATES)
+    menu_keys, menus_complete = await scan_keys(redis, menu.menu_pattern(), MAX_CANDIDATES)
     # A report seeded by its briefing has a menu before it has spent anything: show it too.
     reports = list(
         dict.fromkeys(
             [name.removeprefix(keys.budget("")) for name in budget_keys]
-            + [name.removeprefix(keys.menu("")) for name in menu_keys]
+            + [menu.report_of(name) for name in menu_keys]
         )
     )[:MAX_CANDIDATES]
+    limits = budget.limits(settings)
     if not reports:
         return [], budgets_complete and menus_complete
     async with redis.pipeline(transaction=False) as pipe:
         for report in reports:
-            pipe.hmget(keys.budget(report), ["search", "fetch"])
+            pipe.hmget(keys.budget(report), list(budget.COUNTERS))
             pipe.ttl(keys.budget(report))
             pipe.scard(keys.menu(report))
             pipe.ttl(keys.menu(report))
@@ -369,15 +365,15 @@ async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[Budget
     rows: list[tuple[int, BudgetRow]] = []
     for index, report in enumerate(reports):
         counts, budget_ttl, menu_size, menu_ttl, cost = replies[5 * index : 5 * index + 5]
-        search, fetch = counts if isinstance(counts, list) else (None, None)
+        used = dict(zip(budget.COUNTERS, counts, strict=True)) if isinstance(counts, list) else {}
         budget_ttl = budget_ttl if isinstance(budget_ttl, int) else -2
         menu_ttl = menu_ttl if isinstance(menu_ttl, int) else -2
         row = BudgetRow(
             report_id=decode.short(report, TEXT_PREVIEW),
-            search_used=decode.integer(search),
-            search_limit=settings.search_budget,
-            fetch_used=decode.integer(fetch),
-            fetch_limit=settings.fetch_budget,
+            search_used=decode.integer(used.get(budget.Tool.SEARCH.value)),
+            search_limit=limits[budget.Tool.SEARCH],
+            fetch_used=decode.integer(used.get(budget.Tool.FETCH.value)),
+            fetch_limit=limits[budget.Tool.FETCH],
             menu_size=menu_size if isinstance(menu_size, int) else 0,
             cost_usd=decode.number(cost),
             expires_in_s=budget_ttl if budget_ttl >= 0 else None,

@@ -95,23 +95,19 @@ T = TypeVar("T", bound=ResultRow)
 
 
 @dataclass(frozen=True)
-class Page(Generic[T]):
+class Paged(Generic[T]):
     rows: list[T]
     number: int
     pages: int
     matching: int
     size: int
 
-    @property
-    def first_index(self) -> int:
-        return (self.number - 1) * self.size
 
-
-def paginate(rows: Sequence[T], filters: Filters) -> Page[T]:
+def paginate(rows: Sequence[T], filters: Filters) -> Paged[T]:
     matching = [row for row in rows if filters.matches_result(row)]
     pages = max(1, math.ceil(len(matching) / PAGE_SIZE))
     start = (filters.page - 1) * PAGE_SIZE
-    return Page(matching[start : start + PAGE_SIZE], filters.page, pages, len(matching), PAGE_SIZE)
+    return Paged(matching[start : start + PAGE_SIZE], filters.page, pages, len(matching), PAGE_SIZE)
 
 
 def outcome_counts(rows: Sequence[ResultRow], filters: Filters) -> dict[str, int]:

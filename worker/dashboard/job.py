@@ -93,9 +93,11 @@ async def read_job(
         started_at=started_ms / 1000 if started_ms is not None else None,
         finished_at=finished_ms / 1000 if finished_ms is not None else None,
         due_at=score / 1000 if isinstance(score, float) else None,
-        # While the job waits or runs arq counts tries beside it; once finished, in its record.
+        # While the job waits or runs its claims count tries in its score's sixteenths (arq's own
+        # worker beside it); once finished, in its record.
         tries=(
             decode.integer_or_none(raw_tries)
+            or (round(score % 1 * 16) or None if isinstance(score, float) else None)
             or decode.integer_or_none(record.get("t"))
             or (line.tries if line is not None else None)
         ),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import yarl
 
-from worker.errors import DestinationBlocked
+from worker.errors import DestinationBlocked, UrlNotInMenu
 from worker.guardian.reasons import Reason
 from worker.guardian.urls import (
     SCHEME,
@@ -16,6 +18,18 @@ from worker.guardian.urls import (
 from worker.limits import MAX_URL_LENGTH
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+# May a fetch follow a redirect from the first target to the second? The report's menu rule
+# (jobs/fetch.py's menu_rule), asked for every hop to another site, by the fetcher as it follows
+# the hops and by the page cache for hops another report's fetch followed.
+HopRule = Callable[[Target, Target], Awaitable[bool]]
+
+
+def hop_refused(following: Target) -> UrlNotInMenu:
+    """The refusal of a redirect to another site whose URL the report has not seen."""
+    return UrlNotInMenu(
+        f"the page redirected to another site, {following.host}, whose URL this report has not seen"
+    )
 
 
 def next_hop(current: Target, location: str, policy: ClassifiesAddresses) -> Target:

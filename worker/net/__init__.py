@@ -1,1 +1,1 @@
-"""HTTP as the fetcher and the providers read it: the error map, Retry-After and Cache-Control."""
+"""HTTP on the wire: the error map, Retry-After and Cache-Control as the fetcher reads them, and serving."""

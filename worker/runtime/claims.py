@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from arq.constants import (
-    abort_jobs_ss,
     in_progress_key_prefix,
     job_key_prefix,
     result_key_prefix,
@@ -60,35 +59,48 @@ def parse_lease(value: bytes | str | None) -> Lease | None:
     return Lease(worker_id=holder.rpartition("/")[0] or holder, claimed_ms=int(claimed))
 
 
-# KEYS: pairs of (in-progress key, the job's result key). ARGV: lease ms, holder token, now ms.
-# Returns one flag per pair: 1 while this worker holds the lease, 0 when it has lost it.
-# Atomic, so a lease is never renewed after another worker's claim landed between a read and an
-# extend. A lapsed lease that nobody took (and whose job has no result yet) is taken back: the
-# worker is still running the job, and the key may also have vanished with a Redis restart.
+# KEYS: the queue, then pairs of (in-progress key, the job's result key). ARGV: lease ms, holder
+# token, now ms, then (job id, its try) pairs in the key pairs' order. Returns one flag per pair: 1 while this
+# worker holds the lease, 0 when it has lost it. Atomic, so a lease is never renewed after another
+# worker's claim landed between a read and an extend. A lapsed lease that nobody took (and whose
+# job has no result yet) is taken back: the worker is still running the job, and the key may also
+# have vanished with a Redis restart. A held job's score moves on with its lease, which keeps it
+# out of the due part of the queue that a claim reads, its try still counted in its sixteenths
+# (worker.state.queue).
 RENEW_SCRIPT = """
 local held = {}
 local prefix = ARGV[2] .. '@'
-for i = 1, #KEYS, 2 do
+local until_ms = tonumber(ARGV[3]) + tonumber(ARGV[1])
+for i = 2, #KEYS, 2 do
   local owner = redis.call('GET', KEYS[i])
+  local flag = 0
   if owner and string.sub(owner, 1, #prefix) == prefix then
     redis.call('PEXPIRE', KEYS[i], ARGV[1])
-    held[#held + 1] = 1
+    flag = 1
   elseif not owner and redis.call('EXISTS', KEYS[i + 1]) == 0 then
     redis.call('SET', KEYS[i], prefix .. ARGV[3], 'PX', ARGV[1])
-    held[#held + 1] = 1
-  else
-    held[#held + 1] = 0
+    flag = 1
   end
+  if flag == 1 then
+    local at = 3 + i - 1
+    local score = string.format('%d.%04d', until_ms, tonumber(ARGV[at + 1]) * 625)
+    redis.call('ZADD', KEYS[1], 'XX', score, ARGV[at])
+  end
+  held[#held + 1] = flag
 end
 return held
 """
 
 # arq's finish (finish_job and finish_failed_job), done only by the lease holder. KEYS: in-progress,
-# job, retry, arq result, queue, arq's abort set. ARGV: holder token, job id, finish (1) or hand
-# back to the queue (0), arq's result record ('' for none), its TTL ms, a score increment ('' for
-# none). Returns 1 when done, 0 when the job is another worker's now (its key names another
-# holder) or finished already (no key, and no longer queued): a resumed worker neither removes
-# the new holder's claim nor puts a finished job back in the queue with ZINCRBY.
+# job, retry, arq result, queue. (arq's finish also takes the job out of its abort set; this worker
+# does not abort jobs, as arq's does not with allow_abort_jobs off, so nothing of its puts a job
+# there.) ARGV: holder token, job id, finish (1) or hand
+# back to the queue (0), arq's result record ('' for none), its TTL ms, the score a job handed
+# back is queued with ('' to leave it). Returns 1 when done, 0 when the job is another worker's
+# now (its key names another holder) or finished already (no key, and no longer queued): a resumed
+# worker neither removes the new holder's claim nor puts a finished job back in the queue. A job
+# handed back gets its score from before its claim moved it (plus any delay arq asked for), so it
+# is due again at once, or when arq's Retry said.
 FINISH_SCRIPT = """
 local owner = redis.call('GET', KEYS[1])
 if owner then
@@ -99,19 +111,25 @@ if owner then
 elseif not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
   return 0
 end
-redis.call('DEL', KEYS[1])
 if ARGV[3] == '1' then
   if ARGV[4] ~= '' then
     redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
   end
-  redis.call('DEL', KEYS[2], KEYS[3])
-  redis.call('ZREM', KEYS[6], ARGV[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   redis.call('ZREM', KEYS[5], ARGV[2])
-elseif ARGV[6] ~= '' then
-  redis.call('ZINCRBY', KEYS[5], ARGV[6], ARGV[2])
+else
+  redis.call('DEL', KEYS[1])
+  if ARGV[6] ~= '' then
+    redis.call('ZADD', KEYS[5], 'XX', ARGV[6], ARGV[2])
+  end
 end
 return 1
 """
+
+
+def tried_score(ms: int, job_try: int) -> str:
+    """A queue score of ``ms`` that also counts ``job_try`` starts, in its sixteenths."""
+    return f"{int(ms)}.{min(job_try, 15) * 625:04d}"
 
 
 class JobLeases:
@@ -122,7 +140,7 @@ class JobLeases:
         self.lease_ms = lease_ms
         self.renew_every_s = lease_ms / 1000 * RENEW_SHARE
         self._queue_name = queue_name
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}  # job id -> its try
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
 
@@ -130,11 +148,11 @@ class JobLeases:
         """The in-progress key's value for a claim made now."""
         return f"{self.token}@{now_ms}"
 
-    def hold(self, job_id: str) -> None:
-        self._held.add(job_id)
+    def hold(self, job_id: str, job_try: int = 1) -> None:
+        self._held[job_id] = job_try
 
     def release(self, job_id: str) -> None:
-        self._held.discard(job_id)
+        self._held.pop(job_id, None)
 
     @property
     def held(self) -> frozenset[str]:
@@ -142,14 +160,20 @@ class JobLeases:
 
     async def renew(self) -> set[str]:
         """Extend every lease this worker holds; returns the job ids whose lease it has lost."""
-        job_ids = sorted(self._held)
-        if not job_ids:
+        held = sorted(self._held.items())
+        if not held:
             return set()
+        job_ids = [job_id for job_id, _ in held]
         pairs = [key for job_id in job_ids for key in (in_progress_key_prefix + job_id, keys.result(job_id))]
-        flags = await self._renew(keys=pairs, args=[self.lease_ms, self.token, int(time.time() * 1000)])
+        tries = [part for job_id, job_try in held for part in (job_id, job_try)]
+        flags = await self._renew(
+            keys=[self._queue_name, *pairs],
+            args=[self.lease_ms, self.token, int(time.time() * 1000), *tries],
+        )
         lost = {job_id for job_id, flag in zip(job_ids, flags, strict=True) if not int(flag)}
-        lost &= self._held  # a job that finished while the script ran was not lost, only done
-        self._held -= lost
+        lost &= set(self._held)  # a job that finished while the script ran was not lost, only done
+        for job_id in lost:
+            del self._held[job_id]
         return lost
 
     async def finish(
@@ -159,10 +183,15 @@ class JobLeases:
         finish: bool,
         arq_result: bytes | None,
         result_ttl_ms: int,
-        incr_score: int | None = None,
+        requeue_score: int | None = None,
     ) -> bool:
-        """arq's end-of-job bookkeeping if this worker still holds the job; False when it does not."""
-        self._held.discard(job_id)
+        """arq's end-of-job bookkeeping if this worker still holds the job; False when it does not.
+
+        ``requeue_score`` is the score (ms) a job handed back (``finish`` false) is queued with:
+        its score before the claim moved it, plus whatever delay arq's Retry asked for. Its try
+        stays counted in the score's sixteenths (worker.state.queue).
+        """
+        job_try = self._held.pop(job_id, 1)
         done = await self._finish(
             keys=[
                 in_progress_key_prefix + job_id,
@@ -170,7 +199,6 @@ class JobLeases:
                 retry_key_prefix + job_id,
                 result_key_prefix + job_id,
                 self._queue_name,
-                abort_jobs_ss,
             ],
             args=[
                 self.token,
@@ -178,7 +206,7 @@ class JobLeases:
                 1 if finish else 0,
                 arq_result or b"",
                 max(1, result_ttl_ms),
-                "" if incr_score is None else incr_score,
+                "" if requeue_score is None else tried_score(requeue_score, job_try),
             ],
         )
         return bool(int(done))

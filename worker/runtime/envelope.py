@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError, WatchError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
@@ -154,14 +154,6 @@ async def _run_tool(
     # waiting inside the worker (for a host's turn, for a reduce slot) counts against it.
     deadline = asyncio.get_running_loop().time() + tool.deadline_s(runtime.settings)
     try:
-        if job_try > 1:
-            # arq runs a job again when its worker died (or lost its lease) after the result was
-            # written but before arq recorded the finish: the written result stands, and the work
-            # is not done twice.
-            previous = await runtime.results.read(job_id)
-            if previous is not None:
-                runtime.settled.add(job_id)
-                return previous
         report_id: str | None = None
         about: About | None = None
         try:
@@ -274,7 +266,7 @@ async def write_result(
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
             continue
-        except (RedisConnectionError, RedisTimeoutError, WatchError, OSError):
+        except (RedisConnectionError, RedisTimeoutError, OSError):
             if attempt == RESULT_WRITE_ATTEMPTS - 1:
                 raise
             log.warning("result write failed; retrying", extra=fields(job_id=job_id, attempt=attempt + 1))

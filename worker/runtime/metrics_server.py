@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from worker.logs import fields
 from worker.metrics import Metrics
+from worker.net.serving import serve
 
 log = logging.getLogger("research.metrics")
 
@@ -27,12 +28,6 @@ async def start(metrics: Metrics, port: int, host: str | None = None) -> web.App
 
     app = web.Application()
     app.router.add_get("/metrics", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
+    runner = await serve(app, host, port)
     log.info("serving metrics", extra=fields(host=host or "*", port=port))
     return runner

@@ -1,16 +1,23 @@
 """The arq worker: orjson jobs, a wake-up instead of a poll, per-replica health, resilient to Redis restarts.
 
-``ResearchWorker`` keeps arq's job handling (retries, timeouts, signals) and changes four things:
+``ResearchWorker`` keeps arq's worker (settings, signals, graceful shutdown, health keys, the
+counters) and replaces these arq 0.28 internals, each for the reason given at its override (and
+``tests/test_arq_overrides.py`` fails when an arq upgrade changes one of them):
 
-- the wait between polls: an idle worker blocks on the queue's wake list, so a job enqueued through
-  ``Enqueuer`` starts within a millisecond, while an idle worker sends Redis about two commands a
-  second. arq's fixed poll remains the fallback for jobs enqueued by plain arq clients;
-- claims are leases (``worker.runtime.claims``): renewed every few seconds while the job runs, so a dead
-  worker's jobs run again elsewhere seconds later, and finished only by the worker that holds them;
-- a payload is checked before arq reads it (``worker.runtime.payload``): a malformed job gets an
-  ``invalid_request`` result and leaves the queue, and never stops a worker;
-- every job ends with a result: arq's own failures (retries used up, a payload that expired, its
-  timeout) get one too, and nothing a job does can end the worker's poll loop.
+- ``main`` and ``_poll_iteration``: an idle worker blocks on the queue's wake list instead of
+  sleeping between polls, so a job enqueued through ``Enqueuer`` starts within a millisecond,
+  while an idle worker sends Redis about two commands a second. arq's fixed poll remains the
+  fallback for jobs enqueued by plain arq clients. Every claim is one script and a lease
+  (``worker.runtime.claims``), renewed while the job runs, so a dead worker's jobs run again
+  elsewhere seconds later;
+- ``run_job``: the job as its claim read it (payload, try, a standing result), each way it can
+  end known by name (``worker.runtime.settling``), finished only by the lease holder;
+- ``record_health``: a health key per replica, with what the dashboard shows;
+- ``_release_sem_dec_counter_on_complete``: a freed slot wakes the loop to take the next job.
+
+A payload is checked before the job runs (``worker.runtime.payload``): a malformed job gets an
+``invalid_request`` result and leaves the queue, and never stops a worker. Every job ends with a
+result, and nothing a job does can end the worker's poll loop.
 """
 
 from __future__ import annotations
@@ -26,21 +33,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
-from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
-from arq.jobs import serialize_result
-from arq.worker import Function, Worker
+from arq.jobs import deserialize_job_raw
+from arq.utils import ms_to_datetime, timestamp_ms
+from arq.worker import Function, Retry, RetryJob, Worker
 from redis.exceptions import RedisError, ResponseError
 
 from worker.config import ConfigError, Settings
-from worker.errors import ErrorKind, InternalError, MissingReportId, ResearchError
 from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL, Metrics
 from worker.runtime import fingerprint, metrics_server
 from worker.runtime.claims import LEASE_MS, JobLeases
 from worker.runtime.context import Runtime
 from worker.runtime.cpu_slots import CpuSlots
-from worker.runtime.envelope import MAX_TRIES, ToolJob, arq_function, parse_report_id, write_result
+from worker.runtime.envelope import MAX_TRIES, ToolJob, arq_function
 from worker.runtime.payload import MalformedJob, read_payload
+from worker.runtime.settling import Ending, Settling, arq_record, payload_of
 from worker.serialization import dumps, loads
 from worker.state import activity, health, keys
 from worker.state.budget import Budgets
@@ -48,15 +55,13 @@ from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
 from worker.state.queue import Claimed, Claimer, blocking_pop
 from worker.state.redis_conn import connect
-from worker.state.results import Result, ResultStore, error_result, outcome
+from worker.state.results import ResultStore
 
 log = logging.getLogger("research.worker")
 
 FALLBACK_POLL_S = 1.0
 BURST_POLL_S = 0.05
 SLOT_FREED = object()
-HEALTH_INTERVAL_S = 5.0
-HEALTH_TTL_S = 3 * HEALTH_INTERVAL_S
 MAX_REDIS_BACKOFF_S = 5.0
 # Wake tokens one wake-up may take (worker.state.queue.CLAIM_WOKEN_SCRIPT).
 WAKE_BATCH = 32
@@ -83,6 +88,8 @@ class ResearchWorker(Worker):
         self._backlog = False
         self._claimer: Claimer
         self._leases: JobLeases
+        self._settling: Settling
+        self._claims: dict[str, Claimed] = {}  # claimed, handed to run_job, not yet read by it
         self._metrics_runner: web.AppRunner | None = None
         self._started_at = time.time()
         self._fingerprint = fingerprint.published(settings)
@@ -100,7 +107,7 @@ class ResearchWorker(Worker):
             keep_result=settings.result_ttl_s,
             poll_delay=poll_delay_s,
             max_tries=MAX_TRIES,
-            health_check_interval=HEALTH_INTERVAL_S,
+            health_check_interval=health.INTERVAL_S,
             health_check_key=keys.health(settings.queue_name, settings.worker_id),
             job_serializer=dumps,
             job_deserializer=loads,
@@ -148,12 +155,16 @@ class ResearchWorker(Worker):
         )
         if self.runtime is None:
             return
+        await self.runtime.results.buckets.close()
         for tool in self._tools:
             await tool.stop()
 
     async def main(self) -> None:
-        """arq's loop with three changes: wait on the wake list, claim with leases that a task of
-        their own renews, and survive Redis going away."""
+        """Replaces arq 0.28's ``Worker.main``, which sleeps ``poll_delay`` between polls, claims
+        each job with a WATCH transaction and dies when Redis goes away: here an idle worker
+        waits on the wake list (a job starts within a millisecond), claims are leases that a task
+        of their own renews (a dead worker's job runs again seconds later, not after its timeout),
+        and the loop rides out a Redis outage with a backoff."""
         if self._pool is None:
             self._pool = await connect(self.settings)
         self._leases = JobLeases(self.pool, self.queue_name, self.settings.worker_id, self._lease_ms)
@@ -161,6 +172,15 @@ class ResearchWorker(Worker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
+        assert self.runtime is not None  # built by on_startup
+        self._settling = Settling(
+            self.runtime,
+            self.pool,
+            self._leases,
+            queue_name=self.queue_name,
+            functions=self.functions,
+            result_ttl_ms=self._result_ttl_ms,
+        )
         renewer = asyncio.create_task(self._renew_leases())
         try:
             await self._loop()
@@ -254,7 +274,10 @@ class ResearchWorker(Worker):
                     task.cancel()
 
     async def _poll_iteration(self) -> None:
-        """arq's poll, with every due job claimed in one script instead of one transaction each."""
+        """Replaces arq 0.28's ``Worker._poll_iteration``, which reads the due ids and claims each
+        in its own transaction (a round trip for every job other workers run) and re-raises a
+        failed job's exception, ending the worker: here every due job is claimed in one script
+        whose cost does not grow with the jobs in flight, and a failed run is only logged."""
         if self.allow_pick_jobs and self.job_counter < self.max_jobs:
             wanted = self.max_jobs - self.job_counter
             if self.burst and self.max_burst_jobs >= 0:
@@ -285,51 +308,41 @@ class ResearchWorker(Worker):
             log.warning("Redis is out of memory: no job claimed this poll")
             return []
 
-    async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """arq's start_jobs with the claim done by one script instead of a WATCH transaction."""
-        for job_id_b in job_ids:
-            if self.job_counter >= self.max_jobs:
-                return
-            try:
-                job_id = job_id_b.decode()
-            except UnicodeDecodeError:
-                continue  # a token no enqueue of ours pushed: the poll deals with whatever it names
-            claimed = await self._claimer.claim(job_id)
-            if claimed is not None:
-                await self._start_claimed(claimed)
-
     async def _start_claimed(self, claimed: Claimed | bytes) -> None:
         """Run a job this worker has just claimed, after checking its payload."""
         if isinstance(claimed, bytes):
-            await self._drop_unreadable_id(claimed)
+            await self._settling.drop_unreadable_id(claimed)
             return
         job_id = claimed.job_id
-        self._leases.hold(job_id)
+        self._leases.hold(job_id, claimed.job_try)
         running = self.tasks.get(job_id)
         if running is not None and not running.done():
             # Its lease lapsed while this worker was stalled, nobody took it, and this worker's
             # own poll claimed it again: the run in progress goes on under the new lease.
             return
-        if claimed.payload is not None:  # a missing payload is arq's "job expired", handled there
+        if claimed.payload is not None and claimed.standing is None:
             try:
                 read_payload(claimed.payload, self.functions)
             except MalformedJob as malformed:
-                await self._refuse_malformed(job_id, malformed)
+                await self._settling.refuse_malformed(job_id, malformed)
                 return
-        await self._run_claimed(job_id, claimed.score)
-
-    async def _run_claimed(self, job_id: str, score: int) -> None:
         await self.sem.acquire()
         self.job_counter += 1
-        task = self.loop.create_task(self.run_job(job_id, score))
+        self._claims[job_id] = claimed
+        task = self.loop.create_task(self.run_job(job_id, claimed.score))
         task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
         self.tasks[job_id] = task
 
     def _release_sem_dec_counter_on_complete(self) -> None:
+        """Extends arq 0.28's: a freed slot also wakes the loop, which claims the next job at once
+        instead of at its next poll."""
         super()._release_sem_dec_counter_on_complete()
         self._slot_free.set()
 
     async def record_health(self) -> None:
+        """Replaces arq 0.28's ``Worker.record_health``, which writes one health string per queue
+        (so one replica stopping hides another): each replica publishes its own JSON record
+        (``worker.state.health``) and refreshes arq's key too, so ``arq --check`` still works."""
         now = time.time()
         if now - self._last_health_check < self.health_check_interval:
             return
@@ -356,152 +369,140 @@ class ResearchWorker(Worker):
             "queued": queued,
             fingerprint.FIELD: self._fingerprint,  # what changes results, compared across replicas
         }
-        await health.publish(self.pool, self.queue_name, self.health_check_key, info, HEALTH_TTL_S)
+        await health.publish(self.pool, self.queue_name, self.health_check_key, info, health.TTL_S)
 
     async def run_job(self, job_id: str, score: int) -> None:
-        """arq's run_job, guarded: whatever escapes it ends this job with a result, not the worker."""
+        """arq 0.28's ``Worker.run_job``, replaced: the job as its claim found it, run and finished.
+
+        arq's run_job opens with a transaction (GET the payload, INCR and EXPIRE the try counter)
+        that the claim script has already done, reads a job's end from the text of the exception
+        it made ("max 3 retries exceeded", "job expired"), and finishes without asking whose job
+        it is. Here each ending is known where it happens (``settling.Ending``), the finish is the
+        lease holder's (``JobLeases.finish``), and whatever escapes ends this job with a result,
+        not the worker. What arq's version does that this one keeps: the try counter raised to the
+        payload's own try, the job's ctx (job_id, job_try, enqueue_time, score), its timeout,
+        ``Retry`` (handed back with its delay), a cancelled run handed back to run again, the
+        counters jobs_complete / jobs_failed / jobs_retried, and arq's result record. Not kept:
+        cron jobs, aborts (``allow_abort_jobs`` is off, as in arq by default) and the job hooks,
+        none of which this worker uses.
+        """
+        claimed = self._claims.pop(job_id, None) or Claimed(job_id, score, None)
         try:
-            await super().run_job(job_id, score)
+            await self._run(claimed)
         except Exception:
             log.exception(
-                "arq could not run this job; it ends with an internal_error", extra=fields(job_id=job_id)
+                "the worker could not run this job; it ends with an internal_error",
+                extra=fields(job_id=job_id),
             )
             with contextlib.suppress(RedisError, OSError):
-                await self._settle(job_id, None, InternalError("the worker could not run this job"))
-                await self._leases.finish(
-                    job_id, finish=True, arq_result=None, result_ttl_ms=self._result_ttl_ms
-                )
+                await self._settling.end(job_id, payload_of(claimed.payload), Ending.UNRUNNABLE, None)
 
-    async def finish_job(
+    async def _run(self, claimed: Claimed) -> None:
+        job_id, score, job_try = claimed.job_id, claimed.score, claimed.job_try
+        start_ms = timestamp_ms()
+        job = payload_of(claimed.payload)
+        if claimed.standing is not None:
+            # Its result stands (a worker wrote it and died before arq's finish, or it was
+            # written some other way): it is not run, asked for or charged again.
+            self.jobs_complete += 1
+            result = loads(claimed.standing)
+            name = str(job.get("f")) if job else UNKNOWN_TOOL
+            record = arq_record(job_id, self.queue_name, name, success=True, result=result, job=job)
+            await asyncio.shield(self._finish(job_id, job, True, record, settled=True))
+            return
+        if job is None or claimed.payload is None:
+            self.jobs_failed += 1
+            expired = Ending.EXPIRED.value
+            record = arq_record(job_id, self.queue_name, UNKNOWN_TOOL, success=False, result=expired)
+            await asyncio.shield(self._settling.end(job_id, None, Ending.EXPIRED, record))
+            return
+        function_name, args, kwargs, enqueue_job_try, enqueue_time_ms = deserialize_job_raw(
+            claimed.payload, deserializer=loads
+        )
+        function = self.functions[function_name]  # read_payload checked the name
+        if enqueue_job_try and enqueue_job_try > job_try:
+            job_try = enqueue_job_try  # the payload's own count, which arq honours too
+            self._leases.hold(job_id, job_try)
+        max_tries = self.max_tries if function.max_tries is None else function.max_tries
+        if job_try > max_tries:
+            self.jobs_failed += 1
+            record = arq_record(
+                job_id, self.queue_name, function_name, success=False, job=job, job_try=job_try,
+                result=Ending.TRIES_USED_UP.value,
+            )  # fmt: skip
+            await asyncio.shield(self._settling.end(job_id, job, Ending.TRIES_USED_UP, record))
+            return
+        ctx = {
+            **self.ctx,
+            "job_id": job_id,
+            "job_try": job_try,
+            "enqueue_time": ms_to_datetime(enqueue_time_ms),
+            "score": score,
+        }
+        timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
+        task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
+        self.job_tasks[job_id] = task
+        finish, success, result, requeue_score = True, False, None, None
+        try:
+            try:
+                result = await asyncio.wait_for(task, timeout_s)
+            finally:
+                del self.job_tasks[job_id]
+        except Retry as retry:
+            # arq's Retry: queued again, due after its delay (or at once).
+            finish, requeue_score = False, timestamp_ms() + (retry.defer_score or 0)
+            self.jobs_retried += 1
+        except (asyncio.CancelledError, RetryJob):
+            # Shutdown, or the lease was lost: handed back with its own score, to run again.
+            finish, requeue_score = False, score
+            self.jobs_retried += 1
+        except Exception as exc:
+            # The envelope wrote the result of anything its tool raised; arq's timeout (a
+            # TimeoutError here) is the one case it could not, and the finish settles it.
+            result = exc
+            self.jobs_failed += 1
+        else:
+            success = True
+            self.jobs_complete += 1
+        record = None
+        if finish and self.keep_result_s > 0:
+            record = arq_record(
+                job_id, self.queue_name, function_name, success=success, result=result, job=job,
+                job_try=job_try, start_ms=start_ms,
+            )  # fmt: skip
+        await asyncio.shield(self._finish(job_id, job, finish, record, requeue_score=requeue_score))
+
+    async def _finish(
         self,
         job_id: str,
+        job: dict[str, Any] | None,
         finish: bool,
-        result_data: bytes | None,
-        result_timeout_s: float | None,
-        keep_result_forever: bool,
-        incr_score: int | None,
-        keep_in_progress: float | None,
+        record: bytes | None,
+        *,
+        requeue_score: int | None = None,
+        settled: bool = False,
     ) -> None:
         """arq's finish, by the lease holder only; a finished job without a result gets one first."""
-        if finish and self.runtime is not None and job_id not in self.runtime.settled:
-            # arq ended the job without the envelope writing a result: its own timeout fired, or
-            # the job failed before the envelope ran.
-            await self._settle(
-                job_id, result_data, InternalError("the job ended without a result: its time ran out")
-            )
-        if self.runtime is not None:
-            self.runtime.settled.discard(job_id)
+        runtime = self.runtime
+        if finish and not settled and runtime is not None and job_id not in runtime.settled:
+            # The job ended without the envelope writing a result: arq's own timeout fired.
+            await self._settling.settle(job_id, job, Ending.TIMED_OUT)
+        if runtime is not None:
+            runtime.settled.discard(job_id)
         if not await self._leases.finish(
             job_id,
             finish=finish,
-            arq_result=result_data if finish else None,
+            arq_result=record if finish else None,
             result_ttl_ms=self._result_ttl_ms,
-            incr_score=incr_score,
+            requeue_score=requeue_score,
         ):
             log.info(
                 "this worker no longer holds the job; its holder finishes it", extra=fields(job_id=job_id)
             )
 
-    async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
-        """arq's own failures (retries used up, a payload that expired) still get a result; the
-        result is written before the job leaves the queue, so a crash between leaves it queued."""
-        record = _record(result_data)
-        reason = str(record.get("r") or "")
-        error: ResearchError
-        if "retries exceeded" in reason:
-            error = InternalError(
-                f"the job was started {MAX_TRIES} times and never finished (its worker stopped or "
-                "lost the job each time); it is not run again"
-            )
-        elif "expired" in reason:
-            error = InternalError("the job's payload expired before a worker took it")
-        else:
-            error = InternalError("the job could not be completed")
-        if self.runtime is not None:
-            await self._settle(job_id, result_data, error)
-            self.runtime.settled.discard(job_id)
-        await self._leases.finish(
-            job_id, finish=True, arq_result=result_data, result_ttl_ms=self._result_ttl_ms
-        )
-
-    async def _refuse_malformed(self, job_id: str, malformed: MalformedJob) -> None:
-        """A payload arq must not read: an invalid_request result, out of the queue, logged once.
-
-        The job never reached a tool, so its result and its count say ``tool: "unknown"``, even
-        when the payload named one of ours.
-        """
-        tool = UNKNOWN_TOOL
-        log.warning(
-            "refused a malformed job payload",
-            extra=fields(job_id=job_id, function=(malformed.function or "")[:60], reason=malformed.message),
-        )
-        result = error_result(tool, malformed.report_id, job_id, malformed)
-        await self._write(result)
-        # arq's own record too, so a plain arq client waiting on the job learns it failed.
-        now_ms = int(time.time() * 1000)
-        record = serialize_result(
-            function=tool,
-            args=(),
-            kwargs={},
-            job_try=1,
-            enqueue_time_ms=now_ms,
-            success=False,
-            result=malformed.message,
-            start_ms=now_ms,
-            finished_ms=now_ms,
-            ref=job_id,
-            queue_name=self.queue_name,
-            job_id=job_id,
-            serializer=dumps,
-        )
-        await self._leases.finish(job_id, finish=True, arq_result=record, result_ttl_ms=self._result_ttl_ms)
-
-    async def _drop_unreadable_id(self, raw_id: bytes) -> None:
-        """A queue member that is not UTF-8 names no result key: it is only removed and counted."""
-        log.warning("removed a queued job whose id is not UTF-8", extra=fields(job_id=repr(raw_id[:80])))
-        async with self.pool.pipeline(transaction=True) as tx:
-            tx.zrem(self.queue_name, raw_id)
-            tx.delete(*(prefix.encode() + raw_id for prefix in ARQ_JOB_PREFIXES))
-            await tx.execute()
-        if self.runtime is not None:
-            self.runtime.metrics.jobs.labels(UNKNOWN_TOOL, ErrorKind.INVALID_REQUEST.value).inc()
-
-    async def _settle(self, job_id: str, record_data: bytes | None, error: ResearchError) -> None:
-        """Write an error result for a job that has none (a first-wins write: one that has stays)."""
-        record = _record(record_data)
-        function = record.get("f")
-        tool = function if isinstance(function, str) and function in self.functions else UNKNOWN_TOOL
-        kwargs = record.get("k")
-        report_id: str | None = None
-        with contextlib.suppress(MissingReportId):
-            report_id = parse_report_id(kwargs.get("report_id") if isinstance(kwargs, dict) else None)
-        await self._write(error_result(tool, report_id, job_id, error))
-
-    async def _write(self, result: Result) -> None:
-        if self.runtime is None:
-            return
-        standing, first = await write_result(self.runtime, result, 0.0)
-        self.runtime.settled.discard(str(result["job_id"]))
-        if first:
-            self.runtime.metrics.jobs.labels(str(standing.get("tool")), outcome(standing)).inc()
-
     @property
     def _result_ttl_ms(self) -> int:
         return int(self.keep_result_s * 1000)
-
-
-ARQ_JOB_PREFIXES = (in_progress_key_prefix, job_key_prefix, retry_key_prefix)
-
-
-def _record(data: bytes | None) -> dict[str, Any]:
-    """arq's failure record, read as far as it can be (for the job's tool and report id)."""
-    if not data:
-        return {}
-    try:
-        record = loads(data)
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 async def build_runtime(settings: Settings, redis: Any) -> Runtime:

@@ -38,22 +38,28 @@ class Tool(StrEnum):
 
 
 # KEYS[1]: the report's budget hash. ARGV: tool, limit, window seconds, job id.
-# Returns {allowed (0/1), used after the call, already charged (0/1)}.
+# Returns {allowed (0/1), used after the call, already charged (0/1)}. The job's mark goes first
+# (HSETNX: a job charged before finds it and is not charged again), then the charge, taken back
+# at once when it went past the limit: three commands for a charge that is allowed. The window
+# starts with the report's first charge and is never extended: the expiry is looked at only when
+# this tool's counter starts (a counter above one was counted under a hash that had its expiry).
 CHARGE_SCRIPT = """
 local marker = 'job:' .. ARGV[4]
-local used = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if redis.call('HEXISTS', KEYS[1], marker) == 1 then
-  return {1, used, 1}
+if redis.call('HSETNX', KEYS[1], marker, ARGV[1]) == 0 then
+  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0'), 1}
 end
-if used >= tonumber(ARGV[2]) then
-  return {0, used, 0}
+local used = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+local allowed = 1
+if used > tonumber(ARGV[2]) then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+  redis.call('HDEL', KEYS[1], marker)
+  used = used - 1
+  allowed = 0
 end
-used = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-redis.call('HSET', KEYS[1], marker, ARGV[1])
-if redis.call('TTL', KEYS[1]) < 0 then
+if used <= 1 and redis.call('TTL', KEYS[1]) < 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
 end
-return {1, used, 0}
+return {allowed, used, 0}
 """
 
 # KEYS[1]: the report's budget hash. ARGV[1]: job id. Returns 1 when a charge was given back.
@@ -90,21 +96,27 @@ class Usage:
         return max(0, self.limit - self.used)
 
 
+def limits(settings: Settings) -> dict[Tool, int]:
+    """Each tool's budget per report, as the settings give it."""
+    return {
+        Tool.SEARCH: settings.search_budget,
+        Tool.FETCH: settings.fetch_budget,
+        Tool.RENDER: settings.render_budget,
+    }
+
+
+# The budget hash's counter fields, one per tool (the rest are the charged jobs' marks).
+COUNTERS: tuple[str, ...] = tuple(tool.value for tool in Tool)
+
+
 class Budgets:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self._redis = redis
         self._window_s = settings.budget_window_s
-        self._limits = {
-            Tool.SEARCH: settings.search_budget,
-            Tool.FETCH: settings.fetch_budget,
-            Tool.RENDER: settings.render_budget,
-        }
+        self._limits = limits(settings)
         self._queue = settings.queue_name
         self._script = redis.register_script(CHARGE_SCRIPT)
         self._refund = redis.register_script(REFUND_SCRIPT)
-
-    def limit(self, tool: Tool) -> int:
-        return self._limits[tool]
 
     async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
         limit = self._limits[tool]
@@ -125,7 +137,7 @@ class Budgets:
     async def usage(self, report_id: str) -> tuple[dict[Tool, Usage], int]:
         """Counters per tool and the seconds left in the window (-2 when nothing was charged)."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.budget(report_id), [t.value for t in Tool])
+            pipe.hmget(keys.budget(report_id), list(COUNTERS))
             pipe.ttl(keys.budget(report_id))
             counts, ttl = await pipe.execute()
         usage = {

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("research.health")
 
 SCAN_COUNT = 1000
+# Every replica beats this often, and its key outlives three beats.
+INTERVAL_S = 5.0
+TTL_S = 3 * INTERVAL_S
 
 # KEYS: 1 this replica's key, 2 the queue's. ARGV: 1 the replica's beat, 2 arq's summary, 3 ttl ms.
 BEAT_SCRIPT = """

@@ -105,20 +105,10 @@ def page_flight_done(queue_name: str, token: str) -> str:
     return f"{PREFIX}page-flight-done:{queue_name}:{token}"
 
 
-def page_flight_waiters(queue_name: str, token: str = "") -> str:
-    """How many jobs joined a flight (by its token): its outcome is pushed to its done list only
-    when some did, so a flight nobody waits on puts no copy of its page in Redis."""
-    return f"{PREFIX}page-flight-waiters:{queue_name}:{token}"
-
-
 def page_index(queue_name: str) -> str:
-    """A sorted set of every cached page key, scored by its expiry (ms): the eviction order."""
+    """A sorted set of every cached page, as "entry key|its bytes", scored by its expiry (ms): the
+    eviction order, and the sizes the total counts."""
     return f"{PREFIX}page-index:{queue_name}"
-
-
-def page_sizes(queue_name: str) -> str:
-    """A hash of every cached page key to its size in bytes."""
-    return f"{PREFIX}page-sizes:{queue_name}"
 
 
 def page_bytes(queue_name: str) -> str:
@@ -135,6 +125,12 @@ def host_slots(queue_name: str, host: str) -> str:
 def host_free(queue_name: str, host: str) -> str:
     """A short list pushed when a slot for the host frees, so a job waiting for it wakes on a pop."""
     return f"{PREFIX}host-free:{queue_name}:{host}"
+
+
+def host_waiting(queue_name: str, host: str) -> str:
+    """A short-lived mark that a job waits for one of the host's slots: releases push a wake-up
+    to ``host_free`` only while it is there."""
+    return f"{PREFIX}host-waiting:{queue_name}:{host}"
 
 
 def host_backoffs(queue_name: str) -> str:

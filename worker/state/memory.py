@@ -58,28 +58,31 @@ RELIEF_ROUNDS = 8
 # Redis's words for a write refused at maxmemory (redis-py names the error only outside scripts).
 OOM_MARKERS = ("OOM command not allowed", "command not allowed when used memory")
 
-# KEYS: 1 the index (sorted set of entry keys by expiry ms), 2 the sizes (hash), 3 the total bytes.
-# ARGV: 1 bytes to free, 2 most entries. Returns {bytes freed, entries dropped}. The entries that
-# expire soonest go first, as the store's own eviction does; every command here frees memory or
-# rewrites a counter in place, and the first is a deletion, so Redis runs it at its limit too.
+# KEYS: 1 the index (sorted set of "entry key|bytes" members by expiry ms, as the page cache's
+# finish script writes it), 2 the total bytes. ARGV: 1 bytes to free, 2 most entries. Returns
+# {bytes freed, entries dropped}. The entries that expire soonest go first, as the store's own
+# eviction does; an entry is unlinked only while it is still the one its member counted (STRLEN),
+# never a successor stored since. Every write here frees memory or rewrites a counter in place,
+# so Redis runs it at its limit too.
 SHED_SCRIPT = """
 local freed, dropped = 0, 0
-local total = tonumber(redis.call('GET', KEYS[3]) or '0')
 while freed < tonumber(ARGV[1]) and dropped < tonumber(ARGV[2]) do
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
   if #oldest == 0 then
     break
   end
-  local key = oldest[1]
-  local size = tonumber(redis.call('HGET', KEYS[2], key) or '0')
-  redis.call('UNLINK', key)
-  redis.call('ZREM', KEYS[1], key)
-  redis.call('HDEL', KEYS[2], key)
+  local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
+  key = key or oldest[1]
+  local size = tonumber(bytes or '0')
+  if redis.call('STRLEN', key) == size then
+    redis.call('UNLINK', key)
+  end
+  redis.call('ZREM', KEYS[1], oldest[1])
   freed = freed + size
   dropped = dropped + 1
 end
-if dropped > 0 then
-  redis.call('SET', KEYS[3], math.max(total - freed, 0), 'KEEPTTL')
+if freed > 0 then
+  redis.call('DECRBY', KEYS[2], freed)
 end
 return {freed, dropped}
 """
@@ -153,9 +156,8 @@ async def shed(redis: Redis, queue_name: str, nbytes: int = SHED_BYTES) -> int:
         list[int],
         await redis.eval(  # type: ignore[misc]
             SHED_SCRIPT,
-            3,
+            2,
             keys.page_index(queue_name),
-            keys.page_sizes(queue_name),
             keys.page_bytes(queue_name),
             str(max(1, nbytes)),
             str(SHED_ENTRIES),

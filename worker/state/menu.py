@@ -29,8 +29,10 @@ MENU_CAP = 2000
 
 # KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, then canonical URLs.
 # Adds what is new while the set is under the cap; returns {added, dropped past the cap, size
-# before}. One script, so concurrent writers can never push the set past the cap; a handful of
-# commands whatever the number of URLs (a page brings up to 500 links).
+# before}. The menu lives its TTL past the last write that added to it (a page whose links are all
+# known already, the common case within a report, changes nothing, not even the expiry). One
+# script, so concurrent writers can never push the set past the cap; a handful of commands
+# whatever the number of URLs (a page brings up to 500 links).
 ADD_SCRIPT = """
 local cap = tonumber(ARGV[1])
 local size = redis.call('SCARD', KEYS[1])
@@ -52,11 +54,21 @@ else
   end
   dropped = #fresh - take
 end
-if size + added > 0 then
+if added > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
 return {added, dropped, size}
 """
+
+
+def menu_pattern() -> str:
+    """Every report's menu key, for a SCAN (report ids are validated: no glob characters)."""
+    return keys.menu("*")
+
+
+def report_of(key: str) -> str:
+    """The report a menu key belongs to."""
+    return key.removeprefix(keys.menu(""))
 
 
 class Menu:
@@ -66,7 +78,6 @@ class Menu:
         self._ttl_s = settings.budget_window_s
         self._queue = settings.queue_name
         self._script = redis.register_script(ADD_SCRIPT)
-        self.dropped = 0  # entries refused by full menus since start-up
 
     async def record(self, report_id: str, urls: Iterable[str], *, already_canonical: bool = False) -> int:
         """Put https URLs on the report's menu (others never enter); returns how many were new.
@@ -96,8 +107,6 @@ class Menu:
                 "url menu full; entries dropped",
                 extra=fields(report_id=report_id, dropped=int(dropped), cap=MENU_CAP),
             )
-        if dropped:
-            self.dropped += int(dropped)
         return int(added)
 
     async def contains(self, report_id: str, canonical: str) -> bool:

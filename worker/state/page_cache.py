@@ -32,15 +32,19 @@ import contextlib
 import functools
 import hashlib
 import logging
+import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from importlib import resources
 from typing import TYPE_CHECKING, cast
 
 from redis.exceptions import RedisError
 
-from worker.errors import HttpStatus, ResearchError, Timeout, UrlNotInMenu
+from worker.errors import HttpStatus, ResearchError, Timeout
+from worker.guardian.redirects import HopRule, hop_refused
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -75,20 +79,12 @@ GONE_TTL_S = 60
 FLIGHT_CHECK_S = 1.0
 # A flight's outcome outlives it this long: only jobs already waiting on it need it.
 DONE_TTL_MS = 10_000
-# A flight's waiter count lives this long at most (a few bytes): longer than any flight, so a
-# waiter that joined early is still counted when a slow fetch ends.
-WAITERS_TTL_MS = 300_000
-# How often a worker looks at Redis's memory when it fetches nothing (each fetch looks too).
-HEADROOM_CHECK_S = 1.0
 
-# May a fetch follow a redirect from the first target to the second? (The report's menu rule.)
-MayFollow = Callable[[Target, Target], Awaitable[bool]]
 
-# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache,
-# the prefix of the flights' waiter counts, their time to live ms. Returns {'hit', entry},
-# {'join', the fetcher's token} or {'lead', token}. One script, so between a miss and taking the
-# lease no other job can take it too: exactly one job leads a flight. A job that joins counts
-# itself in the flight's waiters, in the same step, so the flight's end knows someone waits.
+# KEYS: the page's entry, the page's flight lease. ARGV: token, lease ms, '1' to read the cache.
+# Returns {'hit', entry}, {'join', the fetcher's token} or {'lead', token}. One script, so between a
+# miss and taking the lease no other job can take it too: exactly one job leads a flight. A job
+# that joins appends a '+' to the lease, so the fetcher knows to push its outcome to waiters.
 JOIN_SCRIPT = """
 if ARGV[3] == '1' then
   local entry = redis.call('GET', KEYS[1])
@@ -96,94 +92,33 @@ if ARGV[3] == '1' then
     return {'hit', entry}
   end
 end
-local holder = redis.call('GET', KEYS[2])
-if holder then
-  local waiting = ARGV[4] .. holder
-  redis.call('INCR', waiting)
-  redis.call('PEXPIRE', waiting, ARGV[5])
-  return {'join', holder}
+if redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2], 'NX') then
+  return {'lead', ARGV[1]}
 end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return {'lead', ARGV[1]}
+redis.call('APPEND', KEYS[2], '+')
+return {'join', string.match(redis.call('GET', KEYS[2]), '^[^+]*')}
 """
 
-# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it.
+# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it
+# (its value is the token, then a '+' per job that joined).
 RENEW_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 """
 
-# KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
-# of entry keys by expiry ms), 5 the sizes (hash), 6 the total bytes, 7 the flight's waiter count
-# (the outcome goes to the done list only when some job waits). ARGV: 1 token, 2 the outcome,
-# 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in bytes, 6 the done list's ms,
-# 7 the most evictions, 8 the most expired index entries to drop, 9 the longest any entry lives (ms),
-# which the bookkeeping keys outlive by nothing: once every entry has expired, they go too.
-# Returns 1 when the entry was kept.
-#
-# One script, so a newcomer never sees the lease gone before the page is in the cache (it would
-# fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
-# disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
-FINISH_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local kept = 0
-if ARGV[3] == '1' then
-  local total = tonumber(redis.call('GET', KEYS[6]) or '0')
-  local function forget(key)
-    local size = redis.call('HGET', KEYS[5], key)
-    if size then
-      redis.call('HDEL', KEYS[5], key)
-      total = total - tonumber(size)
-    end
-    redis.call('ZREM', KEYS[4], key)
-  end
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
-    forget(key)
-  end
-  forget(KEYS[1])
-  local size = string.len(ARGV[2])
-  local bound = tonumber(ARGV[5])
-  local evicted = 0
-  while total + size > bound and evicted < tonumber(ARGV[7]) do
-    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)
-    if #oldest == 0 then
-      break
-    end
-    forget(oldest[1])
-    redis.call('UNLINK', oldest[1])
-    evicted = evicted + 1
-  end
-  if total + size <= bound then
-    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
-    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), KEYS[1])
-    redis.call('HSET', KEYS[5], KEYS[1], size)
-    total = total + size
-    kept = 1
-  else
-    redis.call('UNLINK', KEYS[1])
-  end
-  redis.call('SET', KEYS[6], math.max(total, 0))
-  for i = 4, 6 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[9])
-  end
-end
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-end
-local waiting = tonumber(redis.call('GET', KEYS[7]) or '0')
-redis.call('DEL', KEYS[7])
-if waiting > 0 then
-  redis.call('RPUSH', KEYS[3], ARGV[2])
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
-end
-return kept
-"""
+# The end of a flight: worker/state/page_cache_finish.lua says what it does.
+FINISH_SCRIPT = (resources.files("worker.state") / "page_cache_finish.lua").read_text()
+# How often one worker renews the cache's bookkeeping keys' time to live, which is the longest
+# entry's plus twice this: the bookkeeping always outlives the entries it counts.
+BOOKKEEPING_RENEW_S = 60.0
+# How often a worker checks Redis's headroom while it fetches nothing (worker.state.memory).
+HEADROOM_CHECK_S = 1.0
 
 
-class Source(StrEnum):
+class ServedFrom(StrEnum):
     FETCHED = "fetched"  # this job fetched the page
     CACHE = "cache"  # a page in the cache
     FLIGHT = "flight"  # another job's fetch, waited for
@@ -200,17 +135,17 @@ class Fresh:
 @dataclass(frozen=True)
 class Served:
     page: Page
-    source: Source
+    source: ServedFrom
 
     @property
     def cached(self) -> bool:
         """Served from the shared cache: not fetched for this job (its fetched_at is older)."""
-        return self.source is not Source.FETCHED
+        return self.source is not ServedFrom.FETCHED
 
 
 # The fetch a leading job runs: given the report's hop rule (wrapped so the cache learns the hops),
 # it fetches and reduces the page.
-FetchPage = Callable[[MayFollow], Awaitable[Fresh]]
+FetchFresh = Callable[[HopRule], Awaitable[Fresh]]
 
 
 def url_digest(url: str) -> str:
@@ -230,6 +165,7 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
+        self._bookkeeping_renewed = -math.inf
         self._room = CacheRoom(redis, settings.queue_name)
         self._keeper: asyncio.Task[None] | None = None
 
@@ -257,8 +193,8 @@ class PageCache:
         *,
         fresh: bool,
         until: float,
-        may_follow: MayFollow,
-        fetch: FetchPage,
+        may_follow: HopRule,
+        fetch: FetchFresh,
     ) -> Served:
         """The page from the cache, from a flight in progress, or fetched by this job (``fetch``).
 
@@ -267,7 +203,7 @@ class PageCache:
         """
         if not self.enabled:
             fetched = await fetch(may_follow)
-            return Served(fetched.page, Source.FETCHED)
+            return Served(fetched.page, ServedFrom.FETCHED)
         await self._room.keep_headroom()
         digest = url_digest(target.url)
         entry = keys.page(self._queue, extract, digest)
@@ -276,19 +212,14 @@ class PageCache:
         joined = False
         while True:
             token = uuid.uuid4().hex
-            waiters = keys.page_flight_waiters(self._queue)
-            join = functools.partial(
-                self._join,
-                keys=[entry, lease],
-                args=[token, LEASE_MS, int(read_cache), waiters, WAITERS_TTL_MS],
-            )
+            join = functools.partial(self._join, keys=[entry, lease], args=[token, LEASE_MS, int(read_cache)])
             reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
                 outcome = decode(value)
                 if isinstance(outcome, Page | Failure) and _about(outcome, target):
                     self._metrics.page_cache_hits.inc()
-                    return await _reuse(outcome, Source.CACHE, may_follow)
+                    return await _reuse(outcome, ServedFrom.CACHE, may_follow)
                 read_cache = False  # not an entry this worker can use: fetch and overwrite it
                 continue
             if kind == b"join":
@@ -298,13 +229,13 @@ class PageCache:
                 outcome = await self._wait(target, lease, value.decode(), until)
                 if outcome is None or isinstance(outcome, Abandoned):
                     continue  # the fetcher died or gave up: take over (or join whoever did)
-                return await _reuse(outcome, Source.FLIGHT, may_follow)
+                return await _reuse(outcome, ServedFrom.FLIGHT, may_follow)
             if not fresh:
                 self._metrics.page_cache_misses.inc()
             return await self._lead(target, entry, lease, token, may_follow, fetch)
 
     async def _lead(
-        self, target: Target, entry: str, lease: str, token: str, may_follow: MayFollow, fetch: FetchPage
+        self, target: Target, entry: str, lease: str, token: str, may_follow: HopRule, fetch: FetchFresh
     ) -> Served:
         hops: list[Hop] = []
 
@@ -334,23 +265,22 @@ class PageCache:
             raise
         page = replace(fetched.page, hops=tuple(hops))
         await self._publish(entry, lease, token, page, self._ttl_ms if fetched.storable else 0)
-        return Served(page, Source.FETCHED)
+        return Served(page, ServedFrom.FETCHED)
 
     async def _publish(self, entry: str, lease: str, token: str, outcome: Outcome, keep_ms: int) -> None:
         """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
+        renew = keep and time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
+        bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
         try:
-            bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
             await self._finish(
                 keys=[
                     entry,
                     lease,
                     keys.page_flight_done(self._queue, token),
                     keys.page_index(self._queue),
-                    keys.page_sizes(self._queue),
                     keys.page_bytes(self._queue),
-                    keys.page_flight_waiters(self._queue, token),
                 ],
                 args=[
                     token,
@@ -361,9 +291,12 @@ class PageCache:
                     DONE_TTL_MS,
                     MAX_EVICTIONS,
                     MAX_PRUNE,
-                    self._ttl_ms,
+                    self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
+                    int(renew),
                 ],
             )
+            if renew:
+                self._bookkeeping_renewed = time.monotonic()
         except (RedisError, OSError) as exc:
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
@@ -387,7 +320,7 @@ class PageCache:
                     tx.get(lease)
                     raw, current = await tx.execute()
                 if raw is None:
-                    if current is None or bytes(current).decode() != holder:
+                    if current is None or bytes(current).decode().partition("+")[0] != holder:
                         return None
                     continue
             outcome = decode(bytes(raw))
@@ -399,14 +332,12 @@ def _about(outcome: Page | Failure, target: Target) -> bool:
     return not isinstance(outcome, Page) or outcome.url == target.url
 
 
-async def _reuse(outcome: Page | Failure, source: Source, may_follow: MayFollow) -> Served:
+async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
     for came_from, went_to in outcome.hops:
         current, following = parse_https_url(came_from), parse_https_url(went_to)
         if not await may_follow(current, following):
-            raise UrlNotInMenu(
-                f"the page redirected to another site, {following.host}, whose URL this report has not seen"
-            )
+            raise hop_refused(following)
     if isinstance(outcome, Failure):
         raise outcome.error()
     return Served(outcome, source)

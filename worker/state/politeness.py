@@ -61,10 +61,13 @@ BACKING_OFF_REFRESH_S = 5.0
 DASHBOARD_ROWS = 200
 BACKOFF_STATUSES = frozenset({429, 503})
 
-# KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. ARGV: token, limit,
-# lease ms, host. Returns {1, 0} when the slot is taken, {0, ms} while the host is backing off for
-# ms more, {0, 0} when every slot is in use. One script, so the backoff check, the purge of lapsed
-# leases, the count and the take cannot interleave with another worker's: the limit holds exactly.
+# KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. KEYS[3]: the host's
+# waiting mark. ARGV: token, limit, lease ms, host, the mark's ms. Returns {1, 0} when the slot is
+# taken, {0, ms} while the host is backing off for ms more, {0, 0} when every slot is in use. One
+# script, so the backoff check, the purge of lapsed leases, the count and the take cannot
+# interleave with another worker's: the limit holds exactly. Lapsed leases are purged only when
+# the host looks full (they are what may make it look full). A job that finds it full leaves the
+# waiting mark, so releases know to wake it.
 ACQUIRE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,9 +75,13 @@ local hold = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]) or '0')
 if hold > now then
   return {0, hold - now}
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  return {0, 0}
+local limit = tonumber(ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= limit then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if redis.call('ZCARD', KEYS[1]) >= limit then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+    return {0, 0}
+  end
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -82,14 +89,14 @@ return {1, 0}
 """
 
 # KEYS[1]: the host's slots. ARGV: token, lease ms. Extends the lease if it is still held (one
-# script, so a lease that lapsed and was purged is not brought back over the limit).
+# script, so a lease that lapsed and was purged is not brought back over the limit): ZADD XX only
+# moves a member that is there, GT only later, and CH says whether it did.
 RENEW_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 0 then
   return 0
 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
@@ -151,7 +158,7 @@ async def hold_cause(redis: Redis, queue_name: str, host: str) -> HoldCause | No
 
 
 @dataclass(frozen=True)
-class Backoff:
+class HostHold:
     """A host every worker holds off, until when (Unix seconds), and the answer that started it."""
 
     host: str
@@ -159,7 +166,7 @@ class Backoff:
     cause: HoldCause | None = None
 
 
-async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[Backoff]:
+async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS) -> list[HostHold]:
     """The hosts every worker of the queue is holding off now, soonest first (for the dashboard).
 
     One read (ZRANGEBYSCORE), which the dashboard's read-only Redis user may run (TIME it may not,
@@ -172,7 +179,7 @@ async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS
     hosts = [bytes(host).decode(errors="replace") for host, _ in rows]
     causes = await redis.hmget(keys.host_backoff_causes(queue_name), hosts) if hosts else []  # type: ignore[misc]
     return [
-        Backoff(host, float(until) / 1000, parse_cause(cause))
+        HostHold(host, float(until) / 1000, parse_cause(cause))
         for host, (_, until), cause in zip(hosts, rows, causes, strict=True)
     ]
 
@@ -253,7 +260,10 @@ class Politeness:
         slots = keys.host_slots(self._queue, host)
         backoffs = keys.host_backoffs(self._queue)
         while True:
-            reply = await self._acquire(keys=[slots, backoffs], args=[token, self._limit, LEASE_MS, host])
+            reply = await self._acquire(
+                keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
+                args=[token, self._limit, LEASE_MS, host, FREE_TTL_MS],
+            )
             granted, hold_ms = (int(x) for x in cast(list[int], reply))
             if granted:
                 break
@@ -282,14 +292,21 @@ class Politeness:
             self._metrics.host_wait.observe(loop.time() - started)
 
     async def _release(self, host: str, token: str) -> None:
+        # The slot goes back, and a wake-up is pushed only when a job waits (its mark is there).
+        # Not one script: a job that marks itself waiting after this read took its look at the
+        # slots after the ZREM, and saw the slot free.
         free = keys.host_free(self._queue, host)
         try:
-            async with self._redis.pipeline(transaction=True) as tx:
-                tx.zrem(keys.host_slots(self._queue, host), token)
-                tx.lpush(free, b"1")
-                tx.ltrim(free, 0, self._limit - 1)
-                tx.pexpire(free, FREE_TTL_MS)
-                await tx.execute()
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(keys.host_slots(self._queue, host), token)
+                pipe.exists(keys.host_waiting(self._queue, host))
+                _, waiting = await pipe.execute()
+            if waiting:
+                async with self._redis.pipeline(transaction=True) as tx:
+                    tx.lpush(free, b"1")
+                    tx.ltrim(free, 0, self._limit - 1)
+                    tx.pexpire(free, FREE_TTL_MS)
+                    await tx.execute()
         except (RedisError, OSError) as exc:
             # The slot's lease lapses on its own within LEASE_MS; the fetch's result stands.
             log.warning("host slot release failed", extra=fields(host=host, error=type(exc).__name__))

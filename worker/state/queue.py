@@ -10,13 +10,14 @@ before arq reads it (``worker.runtime.payload``).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
-from arq.jobs import serialize_job
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
+from arq.jobs import SerializationError
 
 from worker.logs import fields
 from worker.serialization import dumps
@@ -30,44 +31,53 @@ log = logging.getLogger("research.queue")
 # Wake tokens beyond this are dropped, oldest first. No job depends on its token: a worker's
 # periodic poll and the poll it makes whenever a slot frees find every queued job.
 WAKE_CAP = 256
+# The list is cut back to WAKE_CAP once it is this much longer: one LTRIM per 64 enqueues in a burst.
+WAKE_SLACK = 64
 JOB_EXPIRES_MS = 86_400_000
 
-# KEYS: job key, arq result key, queue zset, wake list. ARGV: payload, score, expiry ms, job id, cap.
-# Returns {1 when enqueued or 0 when a job with this id exists or has a result already, the number
-# of replicas the primary has}: the caller waits for one of them to hold the job before it calls
-# the job acknowledged (WAIT cannot run inside a script).
+# KEYS: job key, arq result key, research result key, queue zset, wake list. ARGV: payload, expiry
+# ms, job id, wake cap. Returns {1 when enqueued or 0 when a job with this id exists or has a
+# result already, the score}. (A job whose research result stands without arq's keys, enqueued by
+# any other means, is finished without running by its claim: see worker.runtime.worker.)
+#
+# The score is Redis's clock (TIME), not the enqueuer's: a client whose clock runs ahead would
+# otherwise score its job in the future, where no worker takes it until that time comes. The
+# payload's enqueue time ("et", the last field of arq's job) is set to the same instant, so the
+# queue wait a worker measures is Redis's too. The wake list is trimmed only when it outgrows its
+# cap by WAKE_SLACK and given its expiry only when this push created it (an empty list is deleted by Redis, so
+# a list in use is created again soon): two commands fewer per enqueue.
 ENQUEUE_SCRIPT = """
-local replicas = tonumber(string.match(redis.call('INFO', 'replication'), 'connected_slaves:(%d+)')) or 0
-if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
-  return {0, replicas}
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) > 0 then
+  return {0, 0}
 end
-redis.call('PSETEX', KEYS[1], ARGV[3], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
-redis.call('RPUSH', KEYS[4], ARGV[4])
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[5]), -1)
-redis.call('PEXPIRE', KEYS[4], ARGV[3])
-return {1, replicas}
-"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local payload = string.gsub(ARGV[1], '"et":%d+}$', '"et":' .. now .. '}')
+redis.call('PSETEX', KEYS[1], ARGV[2], payload)
+redis.call('ZADD', KEYS[4], now, ARGV[3])
+local length = redis.call('RPUSH', KEYS[5], ARGV[3])
+if length == 1 then
+  redis.call('PEXPIRE', KEYS[5], ARGV[2])
+elseif length > tonumber(ARGV[4]) + WAKE_SLACK then
+  redis.call('LTRIM', KEYS[5], -tonumber(ARGV[4]), -1)
+end
+return {1, now}
+""".replace("WAKE_SLACK", str(WAKE_SLACK))
 
-# The same decision arq makes with WATCH/EXISTS/ZSCORE/MULTI/EXEC, in one atomic step: a job is
-# claimed when nobody holds its lease, it is still queued, and it is due. The claim is a lease
-# (worker.runtime.claims) whose value names this worker; the job's payload comes back with it, so the
-# worker checks the payload before arq reads it. KEYS: in-progress key, queue, job key. ARGV: job
-# id, now ms, lease ms, lease value. Returns {score, payload or nil}, or nil when not claimed.
-CLAIM_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return nil
-end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then
-  return nil
-end
-redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[3])
-return {score, redis.call('GET', KEYS[3])}
-"""
-
+# How often an enqueuer asks Redis how many replicas it has (INFO replication). WAIT cannot run
+# inside a script, and asking on every enqueue was a command per job; a replica that attached in
+# the last second is still copying the data set and could not acknowledge in time anyway.
+REPLICAS_CHECK_S = 1.0
 # How long an enqueue waits for a replica to hold the job, when the primary has replicas.
 REPLICA_ACK_MS = 1000
+
+
+def job_payload(function: str, kwargs: dict[str, Any]) -> bytes:
+    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets to Redis's time)."""
+    try:
+        return dumps({"t": None, "f": function, "a": [], "k": kwargs, "et": 0})
+    except Exception as exc:
+        raise SerializationError(f"unable to serialize job {function!r}") from exc
 
 
 class Enqueuer:
@@ -75,6 +85,8 @@ class Enqueuer:
         self._redis = redis
         self._queue_name = queue_name
         self._script = redis.register_script(ENQUEUE_SCRIPT)
+        self._replicas = 0
+        self._replicas_checked = -math.inf
 
     async def enqueue(self, function: str, job_id: str, kwargs: dict[str, Any]) -> bool:
         """Enqueue and wake; True when enqueued, False when the job id is taken.
@@ -82,18 +94,19 @@ class Enqueuer:
         With replicas (Sentinel), it returns once one replica holds the job too, so a job the
         caller saw acknowledged survives the primary dying right after.
         """
-        now_ms = int(time.time() * 1000)
-        payload = serialize_job(function, (), kwargs, None, now_ms, serializer=dumps)
-        created, replicas = await self._script(
+        replicas = await self._replica_count()
+        payload = job_payload(function, kwargs)
+        created, _score = await self._script(
             keys=[
                 job_key_prefix + job_id,
                 result_key_prefix + job_id,
+                keys.result(job_id),
                 self._queue_name,
                 keys.wake(self._queue_name),
             ],
-            args=[payload, now_ms, JOB_EXPIRES_MS, job_id, WAKE_CAP],
+            args=[payload, JOB_EXPIRES_MS, job_id, WAKE_CAP],
         )
-        if int(created) and int(replicas):
+        if int(created) and replicas:
             acked = await self._redis.execute_command("WAIT", 1, REPLICA_ACK_MS)  # type: ignore[no-untyped-call]
             if not int(acked):
                 log.warning(
@@ -102,57 +115,105 @@ class Enqueuer:
                 )
         return bool(int(created))
 
+    async def _replica_count(self) -> int:
+        now = time.monotonic()
+        if now - self._replicas_checked >= REPLICAS_CHECK_S:
+            info = await self._redis.info("replication")
+            self._replicas = int(info.get("connected_slaves", 0))
+            self._replicas_checked = now
+        return self._replicas
+
 
 @dataclass(frozen=True)
 class Claimed:
-    """A job this worker now holds the lease of, with its payload as the queue held it."""
+    """A job this worker now holds the lease of, as the claim found it.
+
+    ``payload`` is the job as the queue held it (None when its key is gone: arq's "job expired");
+    ``job_try`` counts this start (arq's retry counter, taken in the claim); ``standing`` is the
+    job's research result when one is written already (a job whose result stands runs no more).
+    """
 
     job_id: str
     score: int
     payload: bytes | None
+    job_try: int = 1
+    standing: bytes | None = None
 
 
-# The poll, in one step: walk the due part of the queue in order, skip jobs whose lease another
-# worker holds, and claim up to ARGV[3] of the rest. arq polls with ZRANGEBYSCORE and then tries
-# each id in its own WATCH transaction, so a worker with free slots behind a queue head of running
-# jobs spends a round trip on every one of them. KEYS: queue. ARGV: now ms, lease ms, how many,
-# how far to look, the in-progress key prefix, the lease value, the job key prefix. Returns a flat
-# list of job id, score, payload (nil when the job key is gone) triples.
-CLAIM_DUE_SCRIPT = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))
+# What every claim does to one job, in the claim's own script: take the lease (SET NX, so a job
+# another worker holds costs one command and is left alone), read the payload, any standing result
+# and arq's own try counter in one MGET, and move the job's score to the lease's end with the try
+# counted in it.
+#
+# Moving the score is what keeps a claim's cost flat: a running job leaves the due part of the
+# queue (scores up to now) for as long as its lease lives, and the lease's renewal moves it on, so
+# the poll's ZRANGEBYSCORE returns only jobs nobody runs (plus those whose lease lapsed: a dead
+# worker's, due again when the lease ends). arq's own poll walks every running job at the head of
+# the queue.
+#
+# The try is counted in the score's sixteenths (an enqueue scores whole milliseconds; a claim adds
+# try/16 ms, exact in a double), so counting it costs no command of its own, and it survives the
+# worker: the next claim of a job whose worker died reads it back. arq's retry key, which a plain
+# arq worker keeps, is read too and the larger count wins. ARGV (shared by every claim script):
+# 1 now ms, 2 lease ms, 3 lease value, 4 in-progress prefix, 5 job prefix, 6 retry prefix,
+# 7 research result prefix. KEYS[1]: the queue.
+CLAIM_ONE = """
+local function claim(id, score, claimed)
+  if not redis.call('SET', ARGV[4] .. id, ARGV[3], 'PX', ARGV[2], 'NX') then
+    return
+  end
+  local got = redis.call('MGET', ARGV[5] .. id, ARGV[7] .. id, ARGV[6] .. id)
+  local tries = math.floor((tonumber(score) % 1) * 16 + 0.5)
+  tries = math.min(math.max(tries, tonumber(got[3] or '0') or 0) + 1, 15)
+  local until_ms = tonumber(ARGV[1]) + tonumber(ARGV[2])
+  redis.call('ZADD', KEYS[1], 'XX', string.format('%d.%04d', until_ms, tries * 625), id)
+  local n = #claimed
+  claimed[n + 1] = id
+  claimed[n + 2] = score
+  claimed[n + 3] = got[1]
+  claimed[n + 4] = tries
+  claimed[n + 5] = got[2]
+end
+"""
+CLAIM_FIELDS = 5
+
+# The poll, in one step: the due part of the queue in order, claimed up to ARGV[8] jobs. Jobs
+# other workers run are not in the due part (their scores sit at their leases' ends), so this
+# reads about as many jobs as it claims, however many run. ARGV 8: how many, 9: how far to look
+# (a bound for the jobs that are due but held, such as a plain arq worker's).
+CLAIM_DUE_SCRIPT = (
+    CLAIM_ONE
+    + """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[9]))
 local claimed = {}
-local wanted = tonumber(ARGV[3])
+local wanted = tonumber(ARGV[8]) * 5
 for i = 1, #due, 2 do
-  local key = ARGV[5] .. due[i]
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('SET', key, ARGV[6], 'PX', ARGV[2])
-    claimed[#claimed + 1] = due[i]
-    claimed[#claimed + 1] = due[i + 1]
-    claimed[#claimed + 1] = redis.call('GET', ARGV[7] .. due[i])
-    if #claimed >= wanted * 3 then
-      break
-    end
+  claim(due[i], due[i + 1], claimed)
+  if #claimed >= wanted then
+    break
   end
 end
 return claimed
 """
+)
 DUE_SCAN_LIMIT = 1000
-# A woken job was scored "now" by its enqueuer's clock a moment ago; it counts as due up to this
-# far ahead of the claiming worker's clock. Without it, a job enqueued between a worker reading its
-# clock and its claim script running (or scored by a client whose clock runs a little ahead) lost
-# its wake token and waited for the next poll.
+# A woken job was scored "now" by Redis's clock a moment ago; it counts as due up to this far
+# ahead of the claiming worker's clock, so a worker whose clock runs behind Redis's still takes
+# it at once instead of leaving it to the next poll.
 WOKEN_SKEW_MS = 5_000
 
-# A wake-up, in one step: claim the woken job and the jobs of up to ARGV[2] more wake tokens,
+# A wake-up, in one step: claim the woken job and the jobs of up to ARGV[9] more wake tokens,
 # popped from the wake list here, so a burst of enqueues costs a worker one round trip per batch
-# rather than two per job (a worker whose loop is busy with other jobs would otherwise take
-# seconds to start the last of them). The batch is capped so one worker does not take a whole
-# burst that idle replicas could share. KEYS: queue, wake list. ARGV: woken job id, how many more,
-# now ms, lease ms, lease value, in-progress prefix, job prefix. Returns id, score, payload triples.
-CLAIM_WOKEN_SCRIPT = """
-local ids = {ARGV[1]}
-if tonumber(ARGV[2]) > 0 then
-  local more = redis.call('LPOP', KEYS[2], ARGV[2])
+# rather than two per job. The batch is capped so one worker does not take a whole burst that
+# idle replicas could share. KEYS: queue, wake list. ARGV 8: the woken job id, 9: how many more,
+# 10: the latest score that counts as due. A job that is not queued, not due, or running (its
+# score is its lease's end) costs one ZSCORE.
+CLAIM_WOKEN_SCRIPT = (
+    CLAIM_ONE
+    + """
+local ids = {ARGV[8]}
+if tonumber(ARGV[9]) > 0 then
+  local more = redis.call('LPOP', KEYS[2], ARGV[9])
   if more then
     for _, id in ipairs(more) do
       ids[#ids + 1] = id
@@ -161,19 +222,14 @@ if tonumber(ARGV[2]) > 0 then
 end
 local claimed = {}
 for _, id in ipairs(ids) do
-  local key = ARGV[6] .. id
-  if redis.call('EXISTS', key) == 0 then
-    local score = redis.call('ZSCORE', KEYS[1], id)
-    if score and tonumber(score) <= tonumber(ARGV[3]) then
-      redis.call('SET', key, ARGV[5], 'PX', ARGV[4])
-      claimed[#claimed + 1] = id
-      claimed[#claimed + 1] = score
-      claimed[#claimed + 1] = redis.call('GET', ARGV[7] .. id)
-    end
+  local score = redis.call('ZSCORE', KEYS[1], id)
+  if score and tonumber(score) <= tonumber(ARGV[10]) then
+    claim(id, score, claimed)
   end
 end
 return claimed
 """
+)
 
 
 class Claimer:
@@ -185,9 +241,19 @@ class Claimer:
         self._queue_name = queue_name
         self._lease_ms = lease_ms
         self._lease_value = lease_value
-        self._script = redis.register_script(CLAIM_SCRIPT)
         self._due_script = redis.register_script(CLAIM_DUE_SCRIPT)
         self._woken_script = redis.register_script(CLAIM_WOKEN_SCRIPT)
+
+    def _shared(self, now_ms: int) -> list[str | int]:
+        return [
+            now_ms,
+            self._lease_ms,
+            self._lease_value(now_ms),
+            in_progress_key_prefix,
+            job_key_prefix,
+            retry_key_prefix,
+            keys.result(""),
+        ]
 
     async def claim_due(self, wanted: int) -> list[Claimed | bytes]:
         """Claim up to ``wanted`` due jobs nobody holds, oldest first.
@@ -196,60 +262,43 @@ class Claimer:
         key, and the worker only removes it.
         """
         now_ms = int(time.time() * 1000)
-        flat = list(
-            await self._due_script(
-                keys=[self._queue_name],
-                args=[
-                    now_ms,
-                    self._lease_ms,
-                    wanted,
-                    DUE_SCAN_LIMIT,
-                    in_progress_key_prefix,
-                    self._lease_value(now_ms),
-                    job_key_prefix,
-                ],
-            )
+        flat = await self._due_script(
+            keys=[self._queue_name], args=[*self._shared(now_ms), wanted, DUE_SCAN_LIMIT]
         )
-        return [_claimed(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+        return _claims(flat)
 
-    async def claim_woken(self, job_id: bytes, more: int) -> list[Claimed | bytes]:
+    async def claim_woken(self, job_id: bytes | str, more: int) -> list[Claimed | bytes]:
         """Claim the woken job and those of up to ``more`` further wake tokens, as they are due and free."""
         now_ms = int(time.time() * 1000)
-        flat = list(
-            await self._woken_script(
-                keys=[self._queue_name, keys.wake(self._queue_name)],
-                args=[
-                    job_id,
-                    max(0, more),
-                    now_ms + WOKEN_SKEW_MS,
-                    self._lease_ms,
-                    self._lease_value(now_ms),
-                    in_progress_key_prefix,
-                    job_key_prefix,
-                ],
-            )
+        flat = await self._woken_script(
+            keys=[self._queue_name, keys.wake(self._queue_name)],
+            args=[*self._shared(now_ms), job_id, max(0, more), now_ms + WOKEN_SKEW_MS],
         )
-        return [_claimed(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+        return _claims(flat)
 
     async def claim(self, job_id: str) -> Claimed | None:
         """The claimed job when this worker now holds it, None when another has it or it is gone."""
-        now_ms = int(time.time() * 1000)
-        reply = await self._script(
-            keys=[in_progress_key_prefix + job_id, self._queue_name, job_key_prefix + job_id],
-            args=[job_id, now_ms + WOKEN_SKEW_MS, self._lease_ms, self._lease_value(now_ms)],
-        )
-        if reply is None:
-            return None
-        score, payload = reply
-        return Claimed(job_id, int(float(score)), None if payload is None else bytes(payload))
+        claimed = await self.claim_woken(job_id, 0)
+        return next((c for c in claimed if isinstance(c, Claimed)), None)
 
 
-def _claimed(raw_id: Any, score: Any, payload: Any) -> Claimed | bytes:
+def _claims(flat: Any) -> list[Claimed | bytes]:
+    rows = list(flat)
+    return [_claimed(*rows[i : i + CLAIM_FIELDS]) for i in range(0, len(rows), CLAIM_FIELDS)]
+
+
+def _claimed(raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any) -> Claimed | bytes:
     try:
         job_id = bytes(raw_id).decode()
     except UnicodeDecodeError:
         return bytes(raw_id)
-    return Claimed(job_id, int(float(score)), None if payload is None else bytes(payload))
+    return Claimed(
+        job_id,
+        int(float(score)),
+        None if payload is None else bytes(payload),
+        int(tries),
+        None if standing is None else bytes(standing),
+    )
 
 
 async def blocking_pop(redis: Redis, key: str, timeout_s: float) -> bytes | None:

@@ -14,14 +14,13 @@ lost the job's lease and finishes late finds it written and writes nothing.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from redis.exceptions import WatchError
-
 from worker.errors import ErrorKind, ResearchError
 from worker.page_metadata import PageMetadata
-from worker.serialization import dumps, loads
+from worker.serialization import dumps, loads_object
 from worker.state import activity, keys
 from worker.state.queue import blocking_peek
 
@@ -36,8 +35,6 @@ OK = "ok"
 # An error message is a sentence or two for the model; a longer one is a bug, not information.
 MAX_MESSAGE_CHARS = 1000
 SURROGATES = re.compile("[\ud800-\udfff]")
-# A WATCH interrupted by a dropped connection looks like a lost race; a few tries tell them apart.
-WRITE_ROUNDS = 3
 
 
 class Citation(TypedDict):
@@ -184,11 +181,32 @@ def outcome(result: Mapping[str, Any]) -> str:
     return str(error.get("kind")) if isinstance(error, dict) else ErrorKind.INTERNAL_ERROR.value
 
 
+# KEYS: the result, its wake-up list, the queue's recent list. ARGV: the result, its TTL ms, the
+# wake-up's TTL ms, the dashboard's line, the recent list's length, the slack before it is cut.
+# Returns nil when this write stands, else the result that was there first. SET NX is the
+# first-wins write (the standing result is read only when there is one); the wake-up and the line
+# go with it, in the same atomic step, and only with the write that stands. (SET NX GET would
+# read and write in one command, but only from Redis 7.0; the embedded Redis is 6.2.)
+WRITE_SCRIPT = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
+  return redis.call('GET', KEYS[1])
+end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if redis.call('LPUSH', KEYS[3], ARGV[4]) > tonumber(ARGV[5]) + tonumber(ARGV[6]) then
+  redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[5]) - 1)
+end
+return false
+"""
+
+
 class ResultStore:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
         self._redis = redis
         self._ttl_ms = ttl_s * 1000
         self._queue_name = queue_name
+        self._script = redis.register_script(WRITE_SCRIPT)
+        self.buckets = activity.Buckets(redis, queue_name)
 
     async def write(
         self, result: Result, duration_ms: float, run: activity.JobRun | None = None
@@ -196,38 +214,35 @@ class ResultStore:
         """Write the job's result unless one is written already; None when this write stands, else
         the result that was there first.
 
-        Result, wake-up and dashboard line go in one transaction under WATCH of the result key, so
-        they are written together, and only by the first writer: a second writer's transaction
-        fails when the key changed since its read, and it writes nothing. Serialization errors
-        raise before anything is sent.
+        Result, wake-up and dashboard line go in one script, only with the first write; the
+        minute counters follow in this worker's next bucket write. Serialization errors raise
+        before anything is sent.
         """
         job_id = str(result["job_id"])
-        key = keys.result(job_id)
         payload = dumps(result)
-        for _ in range(WRITE_ROUNDS):
-            async with self._redis.pipeline(transaction=True) as tx:
-                try:
-                    await tx.watch(key)
-                    standing = await tx.get(key)
-                    if standing is None:
-                        tx.multi()  # type: ignore[no-untyped-call]
-                        tx.set(key, payload, px=self._ttl_ms)
-                        tx.delete(keys.done(job_id))
-                        tx.rpush(keys.done(job_id), payload)
-                        tx.pexpire(keys.done(job_id), min(self._ttl_ms, DONE_TTL_MS))
-                        activity.record(tx, self._queue_name, result, outcome(result), duration_ms, run)
-                        await tx.execute()
-                        return None
-                except WatchError:
-                    # Another writer was first, or the connection dropped while watching: the key
-                    # tells which.
-                    standing = await self._redis.get(key)
-                    if standing is None:
-                        continue
-            return decode(standing) or unstored_result(
-                str(result.get("tool")), result.get("report_id"), job_id
+        at = time.time()
+        kind = outcome(result)
+        standing = await self._script(
+            keys=[keys.result(job_id), keys.done(job_id), keys.recent(self._queue_name)],
+            args=[
+                payload,
+                self._ttl_ms,
+                min(self._ttl_ms, DONE_TTL_MS),
+                dumps(activity.line(result, kind, duration_ms, run, at)),
+                activity.RECENT_LIMIT,
+                activity.RECENT_SLACK,
+            ],
+        )
+        if standing is None:
+            self.buckets.add(
+                at,
+                activity.counters(result, kind, duration_ms, run),
+                activity.slowest(result, duration_ms, run),
             )
-        raise WatchError(f"the result of job {job_id} could not be written after {WRITE_ROUNDS} rounds")
+            return None
+        return decode(bytes(standing)) or unstored_result(
+            str(result.get("tool")), result.get("report_id"), job_id
+        )
 
     async def read(self, job_id: str) -> Result | None:
         return decode(await self._redis.get(keys.result(job_id)))
@@ -238,10 +253,4 @@ class ResultStore:
 
 
 def decode(raw: bytes | None) -> Result | None:
-    if raw is None:
-        return None
-    try:
-        value = loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return loads_object(raw)

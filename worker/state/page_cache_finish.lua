@@ -1,0 +1,90 @@
+-- The end of a page flight (worker/state/page_cache.py, PageCache._publish): the outcome into the
+-- cache when it is kept, the flight's lease released, and the outcome to the jobs waiting on it.
+--
+-- KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
+-- of "entry key|bytes" members by expiry ms), 5 the total bytes.
+-- ARGV: 1 token, 2 the outcome, 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in
+-- bytes, 6 the done list's ms, 7 the most evictions, 8 the most expired index entries to drop,
+-- 9 how long the bookkeeping keys live (ms: longer than any entry, so they outlive every entry they
+-- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute).
+-- Returns 1 when the entry was kept.
+--
+-- One script, so a newcomer never sees the lease gone before the page is in the cache (it would
+-- fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
+-- disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
+--
+-- The common store is a handful of commands: an entry's size travels in its index member, so one
+-- ZADD indexes and sizes it, the counter is one INCRBY, and expired entries are swept only when the
+-- counter says the cache is over its bound (their bytes stay counted until then, which errs on the
+-- side of the bound). A page stored again with another size (a fresh fetch) leaves its old member
+-- counted until it is swept or evicted; evicting it removes the page only while the page is still
+-- the one it counted (STRLEN), never its successor.
+local kept = 0
+if ARGV[3] == '1' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local size = string.len(ARGV[2])
+  local bound = tonumber(ARGV[5])
+  local mine = KEYS[1] .. '|' .. size
+  local function parse(member)
+    local key, bytes = string.match(member, '^(.*)|(%d+)$')
+    return key or member, tonumber(bytes or '0')
+  end
+  local grown = 0
+  if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), mine) == 1 then
+    grown = size
+  end
+  local total = redis.call('INCRBY', KEYS[5], grown)
+  local freed = 0
+  if total > bound then
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
+      if member ~= mine then
+        local _, bytes = parse(member)
+        redis.call('ZREM', KEYS[4], member)
+        freed = freed + bytes
+      end
+    end
+    local evicted = 0
+    while total - freed > bound and evicted < tonumber(ARGV[7]) do
+      local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)
+      if #oldest == 0 or oldest[1] == mine then
+        break
+      end
+      local key, bytes = parse(oldest[1])
+      redis.call('ZREM', KEYS[4], oldest[1])
+      freed = freed + bytes
+      if key ~= KEYS[1] and redis.call('STRLEN', key) == bytes then
+        redis.call('UNLINK', key)
+      end
+      evicted = evicted + 1
+    end
+  end
+  if total - freed <= bound then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
+    kept = 1
+  else
+    redis.call('ZREM', KEYS[4], mine)
+    freed = freed + grown
+    redis.call('UNLINK', KEYS[1])
+  end
+  if freed > 0 then
+    redis.call('DECRBY', KEYS[5], freed)
+  end
+  if ARGV[10] == '1' or total == grown then
+    redis.call('PEXPIRE', KEYS[4], ARGV[9])
+    redis.call('PEXPIRE', KEYS[5], ARGV[9])
+  end
+end
+-- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
+-- pushed to the done list only when somebody waits for it (or the lease is no longer this job's,
+-- when a waiter may be watching the done list too).
+local holder = redis.call('GET', KEYS[2])
+local mine = holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1]
+if mine then
+  redis.call('DEL', KEYS[2])
+end
+if not mine or #holder > #ARGV[1] then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+end
+return kept
