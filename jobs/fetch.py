@@ -244,7 +244,11 @@ class FetchPageTool:
             fetcher=Fetcher(session, policy, limits),
             pages=PageCache(self._cache_redis or runtime.redis, settings, runtime.metrics),
             hosts=Politeness(runtime.redis, settings, runtime.metrics),
-            documents=KeptDocuments(self._cache_redis or runtime.redis, ttl_s=settings.budget_window_s),
+            documents=KeptDocuments(
+                self._cache_redis or runtime.redis,
+                ttl_s=settings.budget_window_s,
+                queue_name=settings.queue_name,
+            ),
             reads=ReadBudget(
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),

@@ -415,7 +415,8 @@ class ResearchClient:
             return done
         while (left := deadline - time.monotonic()) > 0:
             block = min(left, MAX_BLOCK_S)
-            with contextlib.suppress(TimeoutError):
+            # The wake-up is a blocking move, a write: Redis at its limit refuses it like an enqueue.
+            with contextlib.suppress(TimeoutError), _refused_for_memory("wait for the job's result"):
                 woken = await asyncio.wait_for(results.wait(job_id, block), block + 5.0)
                 if woken is not None:
                     return woken

@@ -4,14 +4,18 @@ A fetch returns one piece of a document; the rest is read by continuations (an o
 which must not fetch again nor depend on the 15-minute page cache. So each fetched document's
 whole text is kept here at its first fetch, in every format, for the report's budget window.
 
-A document is a hash: ``meta`` (the page record without its text, and per format its length and
-page offsets) and one field per chunk of ``CHUNK_CHARS`` characters, zlib-compressed, so a piece
-reads one or two chunks, never the whole. Each report maps (extract, URL) to the document it read,
-so a continuation reads exactly what that report's first fetch returned, even if the page changed.
+A document is two strings: its text, every format's chunks of ``CHUNK_CHARS`` characters
+zlib-compressed one after another (a piece reads one or two chunks with GETRANGE, never the
+whole), and a small record (the page without its text, and per format its length, page offsets
+and chunk byte ranges). Each report maps (extract, URL) to the document it read, so a
+continuation reads exactly what that report's first fetch returned, even if the page changed.
 
-Keeping is best effort: a document that cannot be written (Redis full, Redis away) costs the fetch
-nothing, and a continuation that finds it gone fetches again and says ``refetched``. That makes
-kept documents, like the page cache, what Redis may shed first under memory pressure.
+The text counts in the page cache's memory discipline: it is indexed and sized as the cache's
+pages are (``keys.document_index``, ``keys.document_bytes``), bounded (``MAX_DOCUMENT_BYTES``, the
+documents closest to expiry dropped first to make room), shed after the cache's own pages when
+Redis is near full or refuses a write (``worker.state.memory``), and never forced in when Redis is
+full. A continuation that finds its text gone fetches again and says ``refetched``: kept documents
+are what a full Redis may lose at no cost but a fetch, never a result, a budget or a health beat.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from redis.exceptions import RedisError
 
 from worker.logs import fields
 from worker.state import keys, page_entry
+from worker.state.memory import relieving
 from worker.state.page_entry import Page
 
 if TYPE_CHECKING:
@@ -37,15 +42,62 @@ if TYPE_CHECKING:
 log = logging.getLogger("research.documents")
 
 CHUNK_CHARS = 65_536
-VERSION = 1
+VERSION = 2
+
+# All documents' texts of a queue: this bound, and what Redis's memory allows (worker.state.memory).
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+MAX_EVICTIONS = 64
+
+# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes. ARGV: 1 the text,
+# 2 the record, 3 time to live ms, 4 the bound in bytes, 5 the most evictions. Returns 1 when kept.
+# One script, so the text is indexed and counted in the same step it is written (the bookkeeping
+# never misses bytes it holds), and room is made by dropping the documents closest to expiry, each
+# only while it is still the text its member counted (STRLEN). The record is small, beside it.
+KEEP_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local size = string.len(ARGV[1])
+local total = tonumber(redis.call('GET', KEYS[4]) or '0')
+local evicted = 0
+while total + size > tonumber(ARGV[4]) and evicted < tonumber(ARGV[5]) do
+  local oldest = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if #oldest == 0 then
+    break
+  end
+  local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
+  key = key or oldest[1]
+  if redis.call('STRLEN', key) == tonumber(bytes or '0') then
+    redis.call('UNLINK', key)
+  end
+  redis.call('ZREM', KEYS[3], oldest[1])
+  total = total - tonumber(bytes or '0')
+  evicted = evicted + 1
+end
+if total + size > tonumber(ARGV[4]) then
+  redis.call('SET', KEYS[4], math.max(total, 0))
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), KEYS[1] .. '|' .. size) == 1 then
+  total = total + size
+end
+redis.call('SET', KEYS[4], math.max(total, 0))
+for i = 3, 4 do
+  redis.call('PEXPIRE', KEYS[i], ARGV[3])
+end
+return 1
+"""
 
 
 @dataclass(frozen=True)
 class Layout:
-    """One format's whole text, as its pieces need it: its length and where each PDF page starts."""
+    """One format's whole text, as its pieces need it: its length, where each PDF page starts,
+    and where each compressed chunk lies in the stored text."""
 
     total_chars: int
     page_offsets: tuple[int, ...] | None
+    chunks: tuple[tuple[int, int], ...] = ()  # byte ranges [start, end) in the stored text
 
 
 @dataclass(frozen=True)
@@ -83,10 +135,26 @@ def _chunk_text(raw: bytes) -> str:
     return zlib.decompress(raw).decode("utf-8", "surrogatepass")
 
 
+def packed(texts: Mapping[str, str]) -> tuple[bytes, dict[str, list[tuple[int, int]]]]:
+    """Every format's compressed chunks, one after another, and each chunk's byte range."""
+    parts: list[bytes] = []
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    at = 0
+    for name, text in texts.items():
+        ranges[name] = []
+        for chunk in _chunks(text):
+            parts.append(chunk)
+            ranges[name].append((at, at + len(chunk)))
+            at += len(chunk)
+    return b"".join(parts), ranges
+
+
 class KeptDocuments:
-    def __init__(self, redis: Redis, *, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
         self._redis = redis
         self._ttl_s = ttl_s
+        self._queue = queue_name
+        self._keep = redis.register_script(KEEP_SCRIPT)
 
     async def keep(
         self, page: Page, texts: Mapping[str, str], page_offsets: Mapping[str, Sequence[int] | None]
@@ -94,41 +162,50 @@ class KeptDocuments:
         """Keep a fetched document; its digest, or None when it could not be kept."""
         digest = digest_of(page, texts)
         # Compressing a few MB takes tens of ms: off the event loop (zlib releases the GIL).
-        chunks = await asyncio.to_thread(lambda: {name: _chunks(text) for name, text in texts.items()})
+        body, ranges = await asyncio.to_thread(packed, texts)
         meta = {
             "v": VERSION,
             "page": orjson.loads(page_entry.encode(replace(page, text=""))),
             "layouts": {
-                name: {"total": len(text), "pages": list(page_offsets.get(name) or []) or None}
+                name: {
+                    "total": len(text),
+                    "pages": list(page_offsets.get(name) or []) or None,
+                    "chunks": ranges[name],
+                }
                 for name, text in texts.items()
             },
         }
-        mapping: dict[str, bytes] = {"meta": orjson.dumps(meta)}
-        for name, parts in chunks.items():
-            mapping.update({f"{name}:{index}": part for index, part in enumerate(parts)})
-        key = keys.document(digest)
+        keys_ = [
+            keys.document(digest),
+            keys.document_meta(digest),
+            keys.document_index(self._queue),
+            keys.document_bytes(self._queue),
+        ]
+        args: list[bytes | int] = [
+            body,
+            orjson.dumps(meta),
+            self._ttl_s * 1000,
+            MAX_DOCUMENT_BYTES,
+            MAX_EVICTIONS,
+        ]
         try:
-            async with self._redis.pipeline(transaction=True) as tx:
-                tx.hset(key, mapping=mapping)
-                tx.expire(key, self._ttl_s)
-                await tx.execute()
-        except RedisError as exc:
+            kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keys_, args=args))
+        except (RedisError, OSError) as exc:
             log.warning(
                 "a fetched document could not be kept for continuations",
-                extra=fields(url=page.url, chars=sum(map(len, texts.values())), error=type(exc).__name__),
+                extra=fields(url=page.url, bytes=len(body), error=type(exc).__name__),
             )
             return None
-        return digest
+        return digest if kept else None
 
     async def remember(self, report_id: str, extract: str, url: str, digest: str) -> None:
-        """Note that this report read ``digest`` for (extract, url); keep both for its window."""
+        """Note that this report read ``digest`` for (extract, url), for the report's window."""
         try:
             async with self._redis.pipeline(transaction=True) as tx:
                 tx.hset(keys.documents(report_id), _field(extract, url), digest)
                 tx.expire(keys.documents(report_id), self._ttl_s)
-                tx.expire(keys.document(digest), self._ttl_s)
                 await tx.execute()
-        except RedisError as exc:
+        except (RedisError, OSError) as exc:
             log.warning("a report's kept document could not be noted", extra=fields(error=type(exc).__name__))
 
     async def lookup(self, report_id: str, extract: str, url: str) -> Kept | Gone | None:
@@ -141,24 +218,26 @@ class KeptDocuments:
         return kept if kept is not None else GONE
 
     async def lookup_digest(self, digest: str) -> Kept | None:
-        raw = await self._redis.hget(keys.document(digest), "meta")  # type: ignore[misc]
+        raw = await self._redis.get(keys.document_meta(digest))
         return _kept(digest, raw) if raw is not None else None
 
     async def text(self, kept: Kept, name: str, start: int, end: int) -> str | None:
         """Characters ``[start, end)`` of the document's text in format ``name``; None when gone."""
         if end <= start:
             return ""
+        chunks = kept.layouts[name].chunks
         first, last = start // CHUNK_CHARS, (end - 1) // CHUNK_CHARS
-        fields_ = [f"{name}:{index}" for index in range(first, last + 1)]
-        raw = await self._redis.hmget(keys.document(kept.digest), fields_)  # type: ignore[misc]
-        if any(part is None for part in raw):
+        if last >= len(chunks):
             return None
-        joined = "".join(_chunk_text(part) for part in raw)
+        low, high = chunks[first][0], chunks[last][1]
+        raw = await self._redis.getrange(keys.document(kept.digest), low, high - 1)
+        if len(raw) != high - low:
+            return None  # shed or expired since the record was read
+        try:
+            joined = "".join(_chunk_text(raw[a - low : b - low]) for a, b in chunks[first : last + 1])
+        except (zlib.error, UnicodeDecodeError):
+            return None
         return joined[start - first * CHUNK_CHARS : end - first * CHUNK_CHARS]
-
-    async def whole(self, kept: Kept, name: str) -> str | None:
-        layout = kept.layouts[name]
-        return await self.text(kept, name, 0, layout.total_chars) if layout.total_chars else ""
 
 
 def _field(extract: str, url: str) -> str:
@@ -166,7 +245,7 @@ def _field(extract: str, url: str) -> str:
 
 
 def _kept(digest: str, raw: bytes) -> Kept | None:
-    """Redis is shared state: a meta of any other shape is no document at all."""
+    """Redis is shared state: a record of any other shape is no document at all."""
     try:
         meta = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -178,10 +257,18 @@ def _kept(digest: str, raw: bytes) -> Kept | None:
         return None
     layouts: dict[str, Layout] = {}
     for name, value in meta["layouts"].items():
-        total, pages = (value.get("total"), value.get("pages")) if isinstance(value, dict) else (None, None)
-        if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        if not isinstance(value, dict):
+            return None
+        total, pages, chunks = value.get("total"), value.get("pages"), value.get("chunks")
+        if type(total) is not int or total < 0:
             return None
         if pages is not None and not (isinstance(pages, list) and all(type(p) is int for p in pages)):
             return None
-        layouts[str(name)] = Layout(total, tuple(pages) if pages is not None else None)
+        if not (
+            isinstance(chunks, list)
+            and all(isinstance(c, list) and len(c) == 2 and all(type(x) is int for x in c) for c in chunks)
+        ):
+            return None
+        ranges = tuple((int(a), int(b)) for a, b in chunks)
+        layouts[str(name)] = Layout(total, tuple(pages) if pages is not None else None, ranges)
     return Kept(digest, page, layouts)

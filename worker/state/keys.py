@@ -163,8 +163,25 @@ def budget_pattern() -> str:
 
 
 def document(digest: str) -> str:
-    """A kept document: its page record and its whole text in each format, in compressed chunks."""
+    """A kept document's whole text in each format: zlib-compressed chunks, one after another (a
+    string, indexed and sized like a cached page, and shed like one under memory pressure)."""
     return f"{PREFIX}doc:{digest}"
+
+
+def document_index(queue_name: str) -> str:
+    """A sorted set of every kept document's text, as "text key|its bytes", scored by its expiry (ms):
+    like the page cache's index, the order documents are dropped in when room is needed."""
+    return f"{PREFIX}doc-index:{queue_name}"
+
+
+def document_bytes(queue_name: str) -> str:
+    """The total size in bytes of the kept documents' texts."""
+    return f"{PREFIX}doc-bytes:{queue_name}"
+
+
+def document_meta(digest: str) -> str:
+    """A kept document's page record and, per format, its length, page offsets and chunk ranges."""
+    return f"{PREFIX}doc-meta:{digest}"
 
 
 def documents(report_id: str) -> str:

@@ -151,21 +151,25 @@ def cache_bound(reading: Reading | None, cache_bytes: int, fixed_bound: int) -> 
 
 
 async def shed(redis: Redis, queue_name: str, nbytes: int = SHED_BYTES) -> int:
-    """Drop cached pages (closest to expiry first) worth about ``nbytes``; returns bytes freed."""
-    freed, dropped = cast(
-        list[int],
-        await redis.eval(  # type: ignore[misc]
-            SHED_SCRIPT,
-            2,
-            keys.page_index(queue_name),
-            keys.page_bytes(queue_name),
-            str(max(1, nbytes)),
-            str(SHED_ENTRIES),
-        ),
-    )
-    if dropped:
-        log.info("page cache gave memory back to Redis", extra=fields(bytes=int(freed), pages=int(dropped)))
-    return int(freed) if dropped else 0
+    """Drop cached pages (closest to expiry first) worth about ``nbytes``, then kept documents when
+    the pages were not enough; returns bytes freed."""
+    freed = 0
+    for index, total, what in (
+        (keys.page_index(queue_name), keys.page_bytes(queue_name), "pages"),
+        (keys.document_index(queue_name), keys.document_bytes(queue_name), "kept documents"),
+    ):
+        got, dropped = cast(
+            list[int],
+            await redis.eval(  # type: ignore[misc]
+                SHED_SCRIPT, 2, index, total, str(max(1, nbytes - freed)), str(SHED_ENTRIES)
+            ),
+        )
+        if dropped:
+            log.info(f"{what} gave memory back to Redis", extra=fields(bytes=int(got), entries=int(dropped)))
+            freed += int(got)
+        if freed >= nbytes:
+            break
+    return freed
 
 
 async def relieving(redis: Redis, queue_name: str, write: Callable[[], Awaitable[T]]) -> T:
