@@ -4,7 +4,7 @@ record the links.
 The job reads like its data flow. The checks that need no network (the URL's form and scheme, an
 IP literal's address, the menu) run before the budget is charged, so they cost the report nothing;
 resolving a name is the fetch's first network I/O, so a name that resolves to a refused address
-is refused after the charge. The shared page cache (``worker.state.page_cache``) is asked only after the
+is refused after the charge. The shared page cache (``worker.state.pages.cache``) is asked only after the
 menu and the charge, so a cached page is never a way around either; a cache miss fetches with one
 of the host's turns held (``worker.state.politeness``) and reduces the page, and that is what the cache
 keeps.
@@ -66,10 +66,10 @@ from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import ReadBudget, Tool
-from worker.state.documents import Kept, KeptDocuments
 from worker.state.menu import Menu
-from worker.state.page_cache import Fresh, PageCache
-from worker.state.page_entry import Page
+from worker.state.pages.cache import Fresh, PageCache
+from worker.state.pages.documents import Kept, KeptDocuments
+from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
@@ -434,7 +434,7 @@ class FetchPageTool:
             archive_record=await receipt.stored(),
         )
         digest = await parts.documents.keep(page, whole.texts, whole.offsets)
-        # A page cut by CPU time or the deadline is served to this job only (worker.state.page_cache).
+        # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=digest), storable=storable)
 

@@ -1,7 +1,7 @@
 """A document's text as fetch_page returns it: one piece, or the matches of a find.
 
 The text comes from the reduction in hand (a first fetch) or from the document kept at the first
-fetch (a continuation, ``worker.state.documents``). Either way the answer is cut the same way
+fetch (a continuation, ``worker.state.pages.documents``). Either way the answer is cut the same way
 (``jobs.reader.pieces``), so a piece read now and one read later join into the whole. A
 continuation's characters are charged to the report's read budget before they are read.
 """
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from jobs.reader.pieces import Match, find, fold, piece
 from worker.errors import BudgetExhausted, InvalidRequest
-from worker.state.documents import Kept, KeptDocuments
+from worker.state.pages.documents import Kept, KeptDocuments
 
 # Grants up to the characters asked for from the read budget; None for a first fetch, which the
 # fetch budget pays for.

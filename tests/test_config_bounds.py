@@ -77,7 +77,9 @@ def test_whitespace_around_a_value_is_ignored_and_underscores_group_digits(name:
     b = NUMBERS[name]
     value = int(b.minimum) + 1
     accepted(name, f"  {value}\t")
-    accepted(name, "1_0" if b.maximum >= 10 else "1")
+    # Underscores group the digits of any value in bounds: "1_0" where 10 is allowed, else the
+    # value itself grouped ("1_025" for a minimum of 1,024).
+    accepted(name, "1_0" if b.minimum <= 10 <= b.maximum else f"{value:_}" if value >= 1000 else str(value))
     if not b.integer:
         accepted(name, "1.5")
 

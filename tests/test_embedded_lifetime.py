@@ -95,7 +95,7 @@ def test_the_embedded_redis_dies_with_the_run_that_started_it(tmp_path: Path, si
                 process.kill()
                 process.wait()
     # Whatever is left of the state file names a Redis that does not answer: nobody uses it.
-    assert embedded.locate(None, str(runtime_dir)).source is embedded.Source.DEFAULT
+    assert embedded.locate(None, str(runtime_dir)).source is embedded.Origin.DEFAULT
 
 
 def first_lines(env: dict[str, str]) -> list[str]:
@@ -156,6 +156,6 @@ def test_the_line_never_shows_a_password(
     monkeypatch.setattr("worker.settings.build_worker", no_connection)
     settings = Settings(redis_url="redis://ops:Pw9-secret@127.0.0.1:1/0")
     with caplog.at_level(logging.INFO, logger="research.cli"), pytest.raises(Stop):
-        cli.cmd_run(argparse.Namespace(burst=True), settings)
+        cli.cmd_run(argparse.Namespace(burst=True, render=False), settings)
     [line] = [r.getMessage() for r in caplog.records if "using Redis at" in r.getMessage()]
     assert "Pw9-secret" not in line and "ops:***@127.0.0.1:1" in line and "configured by REDIS_URL" in line

@@ -22,8 +22,9 @@ from worker.client import ResearchClient
 from worker.config import Settings
 from worker.guardian.urls import canonical_url
 from worker.runtime.worker import ResearchWorker
-from worker.state import keys, page_cache
-from worker.state.page_cache import url_digest
+from worker.state import keys
+from worker.state.pages import cache as page_cache
+from worker.state.pages.cache import url_digest
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 

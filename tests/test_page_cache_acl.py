@@ -9,8 +9,8 @@ from tests.test_deploy_acl import QUEUE, acl_redis, binaries
 from worker.guardian.redirects import HopRule
 from worker.guardian.urls import Target, parse_https_url
 from worker.metrics import Metrics
-from worker.state.page_cache import Fresh, PageCache, ServedFrom
-from worker.state.page_entry import Page
+from worker.state.pages.cache import Fresh, PageCache, ServedFrom
+from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness, backing_off
 
 TARGET = parse_https_url("https://example.org/a")

@@ -21,7 +21,7 @@ from worker.errors import (
 )
 from worker.guardian.reasons import Reason
 from worker.page_metadata import parse as parse_metadata
-from worker.state.page_entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
+from worker.state.pages.entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
 
 PAGE = Page(
     url="https://site.test/a",

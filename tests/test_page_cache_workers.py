@@ -22,7 +22,7 @@ from worker.client import ResearchClient
 from worker.config import Settings
 from worker.state import keys
 from worker.state.leases import LEASE_MS
-from worker.state.page_cache import FLIGHT_CHECK_S
+from worker.state.pages.cache import FLIGHT_CHECK_S
 
 
 class CountingSite:

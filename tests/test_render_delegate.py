@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jobs.fetch import page_fields
 from jobs.render.delegate import relayed
 from worker.errors import ErrorKind, GuardianRefusal
-from worker.state.page_entry import Page, page_from_fields
+from worker.state.pages.entry import Page, page_from_fields
 
 PAGE = Page(
     url="https://site.test/",

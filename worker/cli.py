@@ -162,9 +162,6 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         from worker.settings import build_worker  # the tools take a while to import: not before Redis
 
-        log.info(
-            "connecting to redis", extra=fields(redis_url=redact_url(found.url), found=found.source.value)
-        )
         build_worker(settings, burst=args.burst, render=args.render).run()
     return Exit.OK
 

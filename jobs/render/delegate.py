@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.errors import ErrorKind, ResearchError, Timeout
 from worker.state import health
-from worker.state.page_entry import Page, page_from_fields
+from worker.state.pages.entry import Page, page_from_fields
 from worker.state.queue import Enqueuer
 from worker.state.results import ResultStore
 

@@ -32,9 +32,10 @@ import orjson
 from redis.exceptions import RedisError
 
 from worker.logs import fields
-from worker.state import keys, page_entry
+from worker.state import keys
 from worker.state.memory import relieving
-from worker.state.page_entry import Page
+from worker.state.pages import entry as page_entry
+from worker.state.pages.entry import Page
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -1,4 +1,4 @@
--- The end of a page flight (worker/state/page_cache.py, PageCache._publish): the outcome into the
+-- The end of a page flight (worker/state/pages/cache.py, PageCache._publish): the outcome into the
 -- cache when it is kept, the flight's lease released, and the outcome to the jobs waiting on it.
 --
 -- KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set

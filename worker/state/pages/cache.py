@@ -50,7 +50,7 @@ from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
 from worker.state.memory import CacheRoom, relieving
-from worker.state.page_entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
+from worker.state.pages.entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
 
@@ -109,8 +109,8 @@ end
 return 0
 """
 
-# The end of a flight: worker/state/page_cache_finish.lua says what it does.
-FINISH_SCRIPT = (resources.files("worker.state") / "page_cache_finish.lua").read_text()
+# The end of a flight: worker/state/pages/cache_finish.lua says what it does.
+FINISH_SCRIPT = (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
 # How often one worker renews the cache's bookkeeping keys' time to live, which is the longest
 # entry's plus twice this: the bookkeeping always outlives the entries it counts.
 BOOKKEEPING_RENEW_S = 60.0

@@ -63,7 +63,7 @@ class Page:
     pages: int | None = None  # PDFs only
     pages_read: int | None = None  # PDFs only
     hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
-    document: str | None = None  # the kept document with the whole text (worker.state.documents)
+    document: str | None = None  # the kept document with the whole text (worker.state.pages.documents)
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
     # The evidence of the original fetch, which a cache hit (and a continuation of the kept
     # document) names as its own: the hex SHA-256 of the body read, and the archive's record id
