@@ -177,17 +177,22 @@ async def test_one_report_reading_152_pages_through_a_24_mb_redis_loses_nothing(
     await one_report_fills_redis(tmp_path, ca, token, "24mb", 152)
 
 
-async def fill(redis: aioredis.Redis, token: str) -> int:
-    """Write filler keys until Redis refuses one for memory; returns how many it took."""
-    count = 0
-    while True:
-        try:
-            await redis.set(f"filler:{token}:{count}", b"x" * 64 * 1024)
-        except ResponseError as exc:
-            if not is_out_of_memory(exc):
-                raise
-            return count
-        count += 1
+async def fill(redis: aioredis.Redis, token: str, start: int = 0) -> int:
+    """Write filler keys until Redis refuses even a small one for memory; returns how many it took.
+
+    Big ones first, then smaller: a Redis that refused 64 KB may still take a job's few hundred
+    bytes once its memory dips (freed buffers), and "truly full" must mean full for those too."""
+    count = start
+    for size in (64 * 1024, 4 * 1024, 256):
+        while True:
+            try:
+                await redis.set(f"filler:{token}:{count}", b"x" * size)
+            except ResponseError as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                break
+            count += 1
+    return count - start
 
 
 async def test_a_truly_full_redis_is_the_clients_own_exception_and_the_commands_exit_6(
@@ -216,6 +221,7 @@ async def test_a_truly_full_redis_is_the_clients_own_exception_and_the_commands_
                 alive = await health.any_alive(redis, settings.queue_name)
                 monkeypatch.setenv("REDIS_URL", server.url)
                 monkeypatch.setenv("RESEARCH_QUEUE", settings.queue_name)
+                await fill(redis, token, start=10**6)  # still full, to the last few hundred bytes
                 code = await asyncio.to_thread(
                     cli.main, ["fetch", "--report", report, "--wait", "5", "https://site.test/a"]
                 )

@@ -53,7 +53,7 @@ from worker.state import activity, health, keys
 from worker.state.budget import Budgets
 from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
-from worker.state.queue import Claimed, Claimer, blocking_pop
+from worker.state.queue import OURS_FIELD, Claimed, Claimer, blocking_pop
 from worker.state.redis_conn import connect
 from worker.state.results import ResultStore
 
@@ -65,6 +65,17 @@ SLOT_FREED = object()
 MAX_REDIS_BACKOFF_S = 5.0
 # Wake tokens one wake-up may take (worker.state.queue.CLAIM_WOKEN_SCRIPT).
 WAKE_BATCH = 32
+
+
+# What arq's record keeps of a result our own client reads from research:result: the head, what
+# the job was about, and its error; never the page text, links or citations a second time.
+RESULT_HEAD = ("ok", "tool", "report_id", "job_id", "url", "query", "error", "cached")
+
+
+def result_head(result: Any) -> Any:
+    if not isinstance(result, dict):
+        return result
+    return {name: result[name] for name in RESULT_HEAD if name in result}
 
 
 class ResearchWorker(Worker):
@@ -466,8 +477,9 @@ class ResearchWorker(Worker):
             self.jobs_complete += 1
         record = None
         if finish and self.keep_result_s > 0:
+            kept = result_head(result) if job is not None and job.get(OURS_FIELD) else result
             record = arq_record(
-                job_id, self.queue_name, function_name, success=success, result=result, job=job,
+                job_id, self.queue_name, function_name, success=success, result=kept, job=job,
                 job_try=job_try, start_ms=start_ms,
             )  # fmt: skip
         await asyncio.shield(self._finish(job_id, job, finish, record, requeue_score=requeue_score))

@@ -72,10 +72,18 @@ REPLICAS_CHECK_S = 1.0
 REPLICA_ACK_MS = 1000
 
 
+# A job this project's Enqueuer queued says so in its payload: its result is read from
+# research:result, so arq's record of it (kept for the dashboard's times and arguments) holds the
+# result's head only, never a second copy of the page text. A job a plain arq client queued has no
+# such field and gets arq's whole record, which its Job.result() reads.
+OURS_FIELD = "rs"
+
+
 def job_payload(function: str, kwargs: dict[str, Any]) -> bytes:
-    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets to Redis's time)."""
+    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets to Redis's time)
+    with our mark."""
     try:
-        return dumps({"t": None, "f": function, "a": [], "k": kwargs, "et": 0})
+        return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": 0})
     except Exception as exc:
         raise SerializationError(f"unable to serialize job {function!r}") from exc
 
