@@ -349,7 +349,8 @@ class FetchPageTool:
                 kept = await parts.documents.lookup_digest(page.document)
                 source = FromKept(parts.documents, kept) if kept is not None else None
             if source is not None:
-                if page.document is not None:
+                # The job that kept the document noted it for its report in the same step.
+                if page.document is not None and not in_hand:
                     await parts.documents.remember(job.report_id, request.extract, target.url, page.document)
                 return page, served.cached, source
             # A cached page whose kept document is gone: fetched again, so it can be paged.
@@ -433,7 +434,9 @@ class FetchPageTool:
             sha256=sha256,
             archive_record=await receipt.stored(),
         )
-        digest = await parts.documents.keep(page, whole.texts, whole.offsets)
+        digest = await parts.documents.keep(
+            page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
+        )
         # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=digest), storable=storable)

@@ -49,8 +49,9 @@ VERSION = 2
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 MAX_EVICTIONS = 64
 
-# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes. ARGV: 1 the text,
-# 2 the record, 3 time to live ms, 4 the bound in bytes, 5 the most evictions. Returns 1 when kept.
+# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's map of
+# the documents it read. ARGV: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
+# 5 the most evictions, 6 the report's field for this document, 7 its digest. Returns 1 when kept.
 # One script, so the text is indexed and counted in the same step it is written (the bookkeeping
 # never misses bytes it holds), and room is made by dropping the documents closest to expiry, each
 # only while it is still the text its member counted (STRLEN). The record is small, beside it.
@@ -83,10 +84,12 @@ redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), KEYS[1] .. '|' .. size) == 1 then
   total = total + size
 end
-redis.call('SET', KEYS[4], math.max(total, 0))
-for i = 3, 4 do
-  redis.call('PEXPIRE', KEYS[i], ARGV[3])
+redis.call('SET', KEYS[4], math.max(total, 0), 'PX', ARGV[3])
+if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) / 2 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
 end
+redis.call('HSET', KEYS[5], ARGV[6], ARGV[7])
+redis.call('PEXPIRE', KEYS[5], ARGV[3])
 return 1
 """
 
@@ -158,9 +161,15 @@ class KeptDocuments:
         self._keep = redis.register_script(KEEP_SCRIPT)
 
     async def keep(
-        self, page: Page, texts: Mapping[str, str], page_offsets: Mapping[str, Sequence[int] | None]
+        self,
+        page: Page,
+        texts: Mapping[str, str],
+        page_offsets: Mapping[str, Sequence[int] | None],
+        *,
+        noted_for: tuple[str, str, str],
     ) -> str | None:
-        """Keep a fetched document; its digest, or None when it could not be kept."""
+        """Keep a fetched document, noted as read by ``noted_for`` (report id, extract, URL) in the
+        same step; its digest, or None when it could not be kept."""
         digest = digest_of(page, texts)
         # Compressing a few MB takes tens of ms: off the event loop (zlib releases the GIL).
         body, ranges = await asyncio.to_thread(packed, texts)
@@ -181,13 +190,16 @@ class KeptDocuments:
             keys.document_meta(digest),
             keys.document_index(self._queue),
             keys.document_bytes(self._queue),
+            keys.documents(noted_for[0]),
         ]
-        args: list[bytes | int] = [
+        args: list[bytes | int | str] = [
             body,
             orjson.dumps(meta),
             self._ttl_s * 1000,
             MAX_DOCUMENT_BYTES,
             MAX_EVICTIONS,
+            _field(noted_for[1], noted_for[2]),
+            digest,
         ]
         try:
             kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keys_, args=args))
