@@ -239,7 +239,7 @@ async def test_max_results_reaches_the_job_as_asked_for_the_job_to_clamp(
 async def test_a_max_results_no_job_can_carry_is_refused_by_the_client(
     settings: Settings, report: str
 ) -> None:
-    async with ResearchClient(settings=settings, wait_s=0.3) as client:
+    async with ResearchClient(settings=settings, wait_s=0.3, require_worker=False) as client:
         with pytest.raises(UnsafeArguments, match="not JSON a job can carry"):
             await client.search(report, "tidal energy", max_results=10**30)
 
