@@ -29,6 +29,7 @@ bench:
 	$(PY) bench/extraction.py
 	$(PY) bench/metadata.py
 	$(PY) bench/pdf.py
+	$(PY) bench/long_documents.py
 	$(PY) bench/scale.py
 	$(PY) bench/cli_fail_fast.py
 	$(PY) bench/dashboard_writes.py
