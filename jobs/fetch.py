@@ -214,11 +214,7 @@ class FetchPageTool:
         return settings.fetch_deadline_s
 
     def about(self, arguments: Mapping[str, Any]) -> About | None:
-        url = arguments.get("url")
-        if not isinstance(url, str):
-            return None
-        url = url.strip()[:MAX_URL_LENGTH]
-        return {"url": canonical_url(url) or url}
+        return url_about(arguments)
 
     async def start(self, runtime: Runtime) -> None:
         settings = runtime.settings
@@ -562,6 +558,15 @@ def page_fields(page: Page, *, cached: bool) -> FetchPage:
     if page.metadata is not None:
         result["metadata"] = page.metadata
     return result
+
+
+def url_about(arguments: Mapping[str, Any]) -> About | None:
+    """What a fetch (or a render) is about: the canonical form of its URL, or the URL as given."""
+    url = arguments.get("url")
+    if not isinstance(url, str):
+        return None
+    url = url.strip()[:MAX_URL_LENGTH]
+    return {"url": canonical_url(url) or url}
 
 
 def with_text(result: FetchPage, text: Mapping[str, Any], *, refetched: bool) -> FetchPage:

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import menu_rule, page_fields, page_of, require_on_menu, time_bound
+from jobs.fetch import menu_rule, page_fields, page_of, require_on_menu, time_bound, url_about
 from jobs.fetcher import Fetcher, FetchLimits
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
@@ -34,7 +34,7 @@ from worker.guardian.connector import guarded_session
 from worker.guardian.egress_proxy import HTTPS_PORTS
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.reasons import Reason
-from worker.guardian.urls import canonical_url, check_url
+from worker.guardian.urls import check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
@@ -65,10 +65,7 @@ class RenderPageTool:
         return settings.fetch_deadline_s
 
     def about(self, arguments: Mapping[str, Any]) -> About | None:
-        url = arguments.get("url")
-        if not isinstance(url, str):
-            return None
-        return {"url": canonical_url(url[:MAX_URL_LENGTH]) or url[:MAX_URL_LENGTH]}
+        return url_about(arguments)
 
     async def start(self, runtime: Runtime) -> None:
         from playwright.async_api import async_playwright
