@@ -332,7 +332,7 @@ class FetchPageTool:
                 request.cache_mode,
                 fresh=request.fresh or fresh or attempt > 0,
                 until=until,
-                may_follow=hop_rule(job.runtime.menu, job.report_id, domains),
+                may_follow=hop_rule(job.runtime.menu, job.report_id, domains, parts.robots, until),
                 fetch=read,
             )
             page = served.page
@@ -606,14 +606,21 @@ def require_domain(domains: DomainPolicy, target: Target) -> None:
         raise DomainNotAllowed(f"{refusal}, so this deployment does not fetch from it")
 
 
-def hop_rule(menu: Menu, report_id: str, domains: DomainPolicy) -> HopRule:
+def hop_rule(
+    menu: Menu, report_id: str, domains: DomainPolicy, robots: Robots | None = None, until: float = 0.0
+) -> HopRule:
     """A redirect to another site: its host must pass the domain lists (else domain_not_allowed),
-    and its URL must be on the report's menu."""
+    its URL must be on the report's menu, and, with robots.txt checking on, that site's robots.txt
+    must allow it (else robots_disallowed)."""
     on_menu = menu_rule(menu, report_id)
 
     async def may_follow(current: Target, following: Target) -> bool:
         require_domain(domains, following)
-        return await on_menu(current, following)
+        if not await on_menu(current, following):
+            return False
+        if robots is not None:
+            await robots.check(following, until)
+        return True
 
     return may_follow
 

@@ -39,13 +39,16 @@ class Site:
     def __init__(self) -> None:
         self.asked: list[str] = []
         self.robots: web.StreamResponse | None = None
+        self.robots_by_host: dict[str, web.StreamResponse] = {}
         self.robots_delay_s = 0.0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.asked.append(f"{request.host.split(':')[0]}{request.path}")
         if request.path == "/robots.txt":
             await asyncio.sleep(self.robots_delay_s)
-            return self.robots or web.Response(status=404)
+            return (
+                self.robots_by_host.get(request.host.split(":")[0]) or self.robots or web.Response(status=404)
+            )
         if request.path.startswith("/to-other"):
             raise web.HTTPFound(f"https://other.test:{request.url.port}/landing")
         return web.Response(text=f"<title>t</title><p>page {request.path}</p>", content_type="text/html")
@@ -165,6 +168,17 @@ async def test_robots_txt_disallows_for_this_worker_and_the_refusal_costs_nothin
     # robots.txt asked once for the site, then kept; only the allowed page was fetched.
     assert site.asked == ["site.test/robots.txt", "site.test/public"]
     assert await charged(redis, report) == 1
+
+
+async def test_a_redirect_to_another_site_whose_robots_txt_disallows_is_robots_disallowed(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    site = Site()
+    site.robots_by_host["other.test"] = robots_file("User-agent: *\nDisallow: /landing\n")
+    async with policy_worker(settings, ca, token, site, robots=True) as (s, c):
+        result = await c.fetch(report, s.url("/to-other", name="site.test"))
+    assert result["error"]["kind"] == "robots_disallowed", result
+    assert "other.test/landing" not in site.asked  # the disallowed page was never asked for
 
 
 @pytest.mark.parametrize(
