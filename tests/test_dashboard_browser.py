@@ -221,11 +221,23 @@ async def an_hour_of_jobs(redis: aioredis.Redis, settings: Settings, token: str)
     await redis.zremrangebyscore(settings.queue_name, 1, 1)
 
 
-async def beat_again(redis: aioredis.Redis, settings: Settings, worker_id: str) -> None:
-    key = keys.health(settings.queue_name, worker_id)
-    info = orjson.loads(await redis.get(key))
-    info["beat_at"] = time.time()
-    await redis.set(key, orjson.dumps(info), px=15_000)
+async def beat_again(redis: aioredis.Redis, settings: Settings, worker_id: str, age_s: float) -> None:
+    """A seeded worker's beat, ``age_s`` old, written again now (its key may have lapsed meanwhile)."""
+    now = time.time()
+    info = {
+        "worker_id": worker_id,
+        "host": "host-1",
+        "pid": 4242,
+        "started_at": now - 600,
+        "beat_at": now - age_s,
+        "jobs_complete": 17,
+        "jobs_failed": 2,
+        "jobs_retried": 1,
+        "jobs_ongoing": 1,
+        "max_jobs": 16,
+        "queued": 3,
+    }
+    await redis.set(keys.health(settings.queue_name, worker_id), orjson.dumps(info), px=15_000)
 
 
 async def seeded_with_history(
@@ -240,9 +252,10 @@ async def test_the_page_and_a_job_page_render_in_chromium_with_no_errors_and_no_
 ) -> None:
     s = await seeded_with_history(redis, settings, token, tmp_path)
     async with serving(settings) as base, chromium(tmp_path / "profile") as browser:
-        # The live worker beats again now: a browser that took seconds to start on a busy machine
-        # must not turn the seeded live worker stale before the page is read.
-        await beat_again(redis, settings, s.live_worker)
+        # The seeded workers beat again now, one fresh and one stale as seeded: a browser that took
+        # seconds to start on a busy machine must not have aged them (or let their keys lapse).
+        await beat_again(redis, settings, s.live_worker, 1.0)
+        await beat_again(redis, settings, s.stale_worker, 12.0)
         front = await browser.visit(f"{base}/")
         await browser.screenshot(ARTIFACTS / "dashboard.png")
         job = await browser.visit(f"{base}/job/{s.failed_job}")
@@ -289,6 +302,7 @@ async def test_the_page_behind_basic_auth_renders_with_credentials_and_not_witho
     s = await seed(redis, settings, token, tmp_path / "pickle-was-executed")
     guarded = dataclasses.replace(settings, dashboard_auth=("ops", Secret("pw")))
     async with serving(guarded) as base, chromium(tmp_path / "profile") as browser:
+        await beat_again(redis, settings, s.live_worker, 1.0)
         refused = await browser.visit(f"{base}/")
         await browser.send(
             "Network.setExtraHTTPHeaders",
