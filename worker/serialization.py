@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
+
+# A JSON document as Python holds it once read: what the faces hand their callers.
+JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 
 def _fallback(value: object) -> object:
@@ -25,7 +29,7 @@ def loads(data: bytes) -> Any:
     return orjson.loads(data)
 
 
-def loads_object(data: bytes | None) -> dict[str, Any] | None:
+def loads_object(data: bytes | None) -> JsonObject | None:
     """A JSON object read back, or None for nothing, for text that is not JSON, or another value."""
     if not data:
         return None

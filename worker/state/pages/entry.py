@@ -12,9 +12,12 @@ a worker that finds another version treats it as a miss and overwrites it.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from types import UnionType
+from typing import Any, get_args, get_origin, get_type_hints
 
 import orjson
 
@@ -42,34 +45,61 @@ VERSION = 1
 # A hop to another site: (the URL that redirected, the URL it redirected to), both canonical.
 Hop = tuple[str, str]
 
+# How a field of the page is marked, in its declaration's metadata: the page cache's own (never in
+# a result), left out of a result while it is None, or read by a check of its own (a value, or BAD).
+CACHE_ONLY = "cache_only"
+WHEN_SET = "when_set"
+READ = "read"
+BAD = object()
+_HEX_64 = re.compile("[0-9a-f]{64}")
+
+
+def _sha256(value: object) -> object:
+    # An entry from a worker before the archive has none: a miss, fetched again with its hash.
+    return value if isinstance(value, str) and (value == "" or _HEX_64.fullmatch(value)) else BAD
+
+
+def _record_id(value: object) -> object:
+    return value if value is None or parse_record_id(value) is not None else BAD
+
+
+def _metadata(value: object) -> object:
+    # An entry written before pages carried metadata has no "metadata" key: a miss, so that a hit
+    # on an HTML page or a PDF always returns it.
+    return None if value is None else parse_metadata(value) or BAD
+
 
 @dataclass(frozen=True)
 class Page:
-    """A reduced page as the cache keeps it."""
+    """A reduced page as the cache keeps it, and as a fetch_page result tells of it: its facts,
+    declared once (``worker.state.result_records`` writes and reads a result's from these)."""
 
     url: str  # the canonical URL asked for (the cache key's URL)
     final_url: str
     status: int
     content_type: str
     title: str
-    text: str
+    text: str  # the first piece; a result says the piece it was asked for
     truncated: bool
     redirects: int
     bytes_read: int
     fetched_at: str  # when the page was fetched from its server (UTC, to the second)
-    extraction: str
+    extraction: str  # "main" or "full"
     links: tuple[str, ...]
     hidden_removed: int
-    pages: int | None = None  # PDFs only
-    pages_read: int | None = None  # PDFs only
-    hops: tuple[Hop, ...] = ()  # cross-site redirects followed, each checked by the menu rule
-    document: str | None = None  # the kept document with the whole text (worker.state.pages.documents)
-    metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
+    pages: int | None = field(default=None, metadata={WHEN_SET: True})  # PDFs only
+    pages_read: int | None = field(default=None, metadata={WHEN_SET: True})  # PDFs only
+    # Cross-site redirects followed, each checked by the menu rule of the report that reads the page.
+    hops: tuple[Hop, ...] = field(default=(), metadata={CACHE_ONLY: True})
+    # The kept document with the whole text (worker.state.pages.documents).
+    document: str | None = field(default=None, metadata={CACHE_ONLY: True})
+    # HTML and PDFs: what the page declares about itself.
+    metadata: PageMetadata | None = field(default=None, metadata={WHEN_SET: True, READ: _metadata})
     # The evidence of the original fetch, which a cache hit (and a continuation of the kept
     # document) names as its own: the hex SHA-256 of the body read, and the archive's record id
     # of that fetch (None: it is not in the archive). See worker.archive.
-    sha256: str = ""
-    archive_record: str | None = None
+    sha256: str = field(default="", metadata={READ: _sha256})
+    archive_record: str | None = field(default=None, metadata={READ: _record_id})
     rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
     script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
 
@@ -139,7 +169,7 @@ def decode(raw: bytes) -> Outcome | None:
     if not isinstance(value, dict) or value.get("v") != VERSION:
         return None
     if isinstance(page := value.get("page"), dict):
-        return _page(page)
+        return read_page(page)
     if isinstance(failure := value.get("failure"), dict):
         return _failure(failure)
     if value.get("abandoned") is True:
@@ -147,59 +177,57 @@ def decode(raw: bytes) -> Outcome | None:
     return None
 
 
-def _page(d: Mapping[str, Any]) -> Page | None:
-    texts = ("url", "final_url", "content_type", "title", "text", "fetched_at", "extraction")
-    numbers = ("status", "redirects", "bytes_read", "hidden_removed")
-    links = d.get("links")
-    hops = _hops(d.get("hops"))
-    # An entry written before pages carried metadata has no "metadata" key: a miss, so that a hit
-    # on an HTML page or a PDF always returns it.
-    metadata = parse_metadata(d.get("metadata")) if d.get("metadata") is not None else None
-    if (
-        "metadata" not in d
-        or (d.get("metadata") is not None and metadata is None)
-        or not all(isinstance(d.get(name), str) for name in texts)
-        or not all(_is_int(d.get(name)) for name in numbers)
-        or not isinstance(d.get("truncated"), bool)
-        or not isinstance(links, list)
-        or not all(isinstance(link, str) for link in links)
-        or not all(d.get(name) is None or _is_int(d.get(name)) for name in ("pages", "pages_read"))
-        or hops is None
-        or not (d.get("document") is None or isinstance(d.get("document"), str))
-        or not _is_sha256(d.get("sha256"))
-        or not (d.get("archive_record") is None or parse_record_id(d.get("archive_record")) is not None)
-        or not all(isinstance(d.get(name, False), bool) for name in ("rendered", "script_shell"))
-    ):
-        return None
-    return Page(
-        url=d["url"],
-        final_url=d["final_url"],
-        status=d["status"],
-        content_type=d["content_type"],
-        title=d["title"],
-        text=d["text"],
-        truncated=d["truncated"],
-        redirects=d["redirects"],
-        bytes_read=d["bytes_read"],
-        fetched_at=d["fetched_at"],
-        extraction=d["extraction"],
-        links=tuple(links),
-        hidden_removed=d["hidden_removed"],
-        pages=d.get("pages"),
-        pages_read=d.get("pages_read"),
-        hops=hops,
-        document=d.get("document"),
-        metadata=metadata,
-        sha256=d["sha256"],
-        archive_record=d.get("archive_record"),
-        rendered=d.get("rendered", False),
-        script_shell=d.get("script_shell", False),
-    )
+def read_page(d: Mapping[str, object], *, entry: bool = True) -> Page | None:
+    """The page ``d`` holds, each field checked against its declaration; None when one is missing
+    or of another shape. An entry holds every field; a result (``entry=False``) holds no field of
+    the cache's own and leaves out those only set for some pages."""
+    values: dict[str, object] = {}
+    for declared in fields(Page):
+        if not entry and declared.metadata.get(CACHE_ONLY):
+            continue
+        if declared.name not in d:
+            if entry or not declared.metadata.get(WHEN_SET):
+                return None
+            continue
+        read = declared.metadata.get(READ) or _READERS[declared.name]
+        value = read(d[declared.name])
+        if value is BAD:
+            return None
+        values[declared.name] = value
+    return Page(**values)  # type: ignore[arg-type]  # each value read by its field's own type
 
 
-def page_from_fields(d: Mapping[str, Any]) -> Page | None:
-    """A page from a result's fields (a render worker's), checked like an entry; None when it is not one."""
-    return _page({"metadata": None, **d, "hops": d.get("hops", [])})
+def _reader(hint: object) -> Callable[[object], object]:
+    """A check for a JSON value of the declared type, giving the field's value or BAD."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint in (str, bool):
+        return lambda v: v if isinstance(v, hint) else BAD
+    if hint is int:
+        return lambda v: v if _is_int(v) else BAD
+    if origin is UnionType and len(args) == 2 and type(None) in args:
+        inner = _reader(next(a for a in args if a is not type(None)))
+        return lambda v: None if v is None else inner(v)
+    if origin is tuple and args[-1] is Ellipsis:
+        return functools.partial(_read_items, _reader(args[0]))
+    if origin is tuple:
+        return functools.partial(_read_fixed, tuple(_reader(a) for a in args))
+    raise TypeError(f"a page field of type {hint} needs a reader of its own")
+
+
+def _read_items(read: Callable[[object], object], value: object) -> object:
+    items = tuple(read(item) for item in value) if isinstance(value, list) else (BAD,)
+    return BAD if any(item is BAD for item in items) else items
+
+
+def _read_fixed(reads: tuple[Callable[[object], object], ...], value: object) -> object:
+    if not isinstance(value, list) or len(value) != len(reads):
+        return BAD
+    items = tuple(read(item) for read, item in zip(reads, value, strict=True))
+    return BAD if any(item is BAD for item in items) else items
+
+
+_HINTS = get_type_hints(Page)
+_READERS = {f.name: _reader(_HINTS[f.name]) for f in fields(Page) if READ not in f.metadata}
 
 
 def _failure(d: Mapping[str, Any]) -> Failure | None:
@@ -229,14 +257,6 @@ def _hops(value: object) -> tuple[Hop, ...] | None:
             return None
         hops.append((hop[0], hop[1]))
     return tuple(hops)
-
-
-def _is_sha256(value: object) -> bool:
-    # An entry from a worker before the archive has none: a miss, fetched again with its hash.
-    return isinstance(value, str) and (value == "" or (len(value) == 64 and all(c in _HEX for c in value)))
-
-
-_HEX = frozenset("0123456789abcdef")
 
 
 def _is_int(value: object) -> bool:
