@@ -21,7 +21,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any
 
 from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
@@ -73,7 +73,7 @@ from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
-from worker.state.results import About, FetchPage
+from worker.state.result_records import About, FetchFields
 
 log = logging.getLogger("research.fetch")
 
@@ -264,7 +264,7 @@ class FetchPageTool:
         if self._cache_redis is not None:
             await self._cache_redis.aclose()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
         if request.render and job.settings.render is RenderMode.OFF:
             raise InvalidRequest("this deployment has rendering off: fetch the page without render")
@@ -305,7 +305,7 @@ class FetchPageTool:
             needle=request.find,
             grant=None,
         )
-        return with_text(page_fields(page, cached=cached), text, refetched=refetched)
+        return FetchFields(page, cached, text, refetched)
 
     async def _first(
         self,
@@ -359,7 +359,9 @@ class FetchPageTool:
             InHand({request.format: page.text}, {}),
         )
 
-    async def _continue(self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept) -> FetchPage:
+    async def _continue(
+        self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept
+    ) -> FetchFields:
         """Read on from what this report's first fetch kept: no connection, no fetch charged."""
 
         async def grant(wanted: int) -> int:
@@ -375,7 +377,7 @@ class FetchPageTool:
         )
         if kept.page.archive_record is not None:
             parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
-        return with_text(page_fields(kept.page, cached=True), text, refetched=False)
+        return FetchFields(kept.page, True, text)
 
     async def _fetch_and_read(
         self,
@@ -530,36 +532,6 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
     )
 
 
-def page_fields(page: Page, *, cached: bool) -> FetchPage:
-    result: FetchPage = {
-        "url": page.url,
-        "final_url": page.final_url,
-        "status": page.status,
-        "content_type": page.content_type,
-        "title": page.title,
-        "text": page.text,
-        "truncated": page.truncated,
-        "redirects": page.redirects,
-        "bytes_read": page.bytes_read,
-        "fetched_at": page.fetched_at,
-        "extraction": page.extraction,
-        "links": list(page.links),
-        "hidden_removed": page.hidden_removed,
-        "cached": cached,
-        "sha256": page.sha256,
-        "archived": page.archive_record is not None,
-        "archive_record": page.archive_record,
-        "rendered": page.rendered,
-        "script_shell": page.script_shell and not page.rendered,
-    }
-    if page.pages is not None:
-        result["pages"] = page.pages
-        result["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
-    if page.metadata is not None:
-        result["metadata"] = page.metadata
-    return result
-
-
 def url_about(arguments: Mapping[str, Any]) -> About | None:
     """What a fetch (or a render) is about: the canonical form of its URL, or the URL as given."""
     url = arguments.get("url")
@@ -567,12 +539,6 @@ def url_about(arguments: Mapping[str, Any]) -> About | None:
         return None
     url = url.strip()[:MAX_URL_LENGTH]
     return {"url": canonical_url(url) or url}
-
-
-def with_text(result: FetchPage, text: Mapping[str, Any], *, refetched: bool) -> FetchPage:
-    """The page's fields with the text fields of the piece (or the matches) asked for."""
-    result.update(cast(FetchPage, {**text, "refetched": refetched}))
-    return result
 
 
 async def auto_render(

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from jobs.reader.pieces import Match, find, fold, piece
 from worker.errors import BudgetExhausted, InvalidRequest
 from worker.state.pages.documents import Kept, KeptDocuments
+from worker.state.result_records import FoundMatch, TextPiece
 
 # Grants up to the characters asked for from the read budget; None for a first fetch, which the
 # fetch budget pays for.
@@ -72,21 +73,19 @@ class FromKept:
 
 async def answer(
     source: Source, name: str, *, offset: int, max_chars: int, needle: str | None, grant: Grant | None
-) -> dict[str, Any]:
-    """The text fields of a fetch result: ``format``, ``text``, ``offset``, ``total_chars``,
-    ``next_offset``, and ``page_offsets`` (PDFs) and ``matches`` (a find) when they apply."""
+) -> TextPiece:
+    """The text of a fetch result: one piece from ``offset``, or the matches of a find (``text`` is
+    then ""), with the whole text's length and a PDF's page offsets."""
     total = source.total(name)
-    fields: dict[str, Any] = {"format": name, "total_chars": total}
     page_offsets = source.page_offsets(name)
-    if page_offsets is not None:
-        fields["page_offsets"] = list(page_offsets)
     if needle is not None:
         whole = await source.text(name, 0, total)
         # Folding a few MB takes tens of ms: off the event loop (str.split releases it often enough).
         found = await asyncio.to_thread(lambda: find(whole, needle, fold(whole)))
         matches = await _granted_matches(found, grant)
-        fields.update(text="", offset=0, next_offset=None, matches=[m.__dict__ for m in matches])
-        return fields
+        return TextPiece(
+            name, "", 0, total, None, page_offsets, tuple(FoundMatch(m.offset, m.snippet) for m in matches)
+        )
     if offset > total:
         raise InvalidRequest(f"offset {offset:,} is past the end of the document ({total:,} characters)")
     wanted = min(max_chars, total - offset)
@@ -96,8 +95,7 @@ async def answer(
     window = piece(text, 0, granted, markdown=name == MARKDOWN) if granted else None
     length = len(window.text) if window is not None else 0
     next_offset = offset + length if offset + length < total else None
-    fields.update(text=text[:length], offset=offset, next_offset=next_offset)
-    return fields
+    return TextPiece(name, text[:length], offset, total, next_offset, page_offsets)
 
 
 async def _granted(wanted: int, grant: Grant | None) -> int:

@@ -38,7 +38,7 @@ from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
-from worker.state.results import OK, About, Citation, WebSearch
+from worker.state.result_records import OK, About, Citation, SearchFields
 from worker.state.spend import record_search
 
 log = logging.getLogger("research.search")
@@ -124,14 +124,14 @@ class WebSearchTool:
             self._archive = None
             await self._shared.close()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> WebSearch:
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> SearchFields:
         request = SearchRequest.parse(arguments)
         providers = self._providers
         if providers is None:
             raise RuntimeError("web_search was not started by this worker")
         primary = providers.primary
         if request.max_results == 0:
-            return {"query": request.query, "results": [], "provider": primary.name.value}
+            return SearchFields(request.query, (), primary.name.value, asked=False)
         primary.check_ready(request.org_id)
         # Charged before the call: a call that fails may still have been billed.
         await job.charge(Tool.SEARCH)
@@ -151,13 +151,7 @@ class WebSearchTool:
         receipt = self._keep(job.report_id, heard, request, answered.name.value, results)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
         record = await receipt.stored()
-        return {
-            "query": request.query,
-            "results": results,
-            "provider": answered.name.value,
-            "archived": record is not None,
-            "archive_record": record,
-        }
+        return SearchFields(request.query, tuple(results), answered.name.value, record)
 
     def _keep(
         self,

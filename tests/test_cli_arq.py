@@ -21,8 +21,8 @@ from arq.jobs import Job
 from tests.support.processes import LOGS, ROOT, forget_jobs, settings_env, start_worker, stop, wait_healthy
 from tests.support.run_cli_site import write_sitecustomize
 from worker.config import Settings
+from worker.serialization import loads_object as decode
 from worker.state import keys
-from worker.state.results import decode
 
 ARQ = shutil.which("arq", path=str(Path(sys.executable).parent))
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.processes import start_worker, stop, wait_healthy
+from tests.support.results import ok_json as ok_result
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
@@ -20,7 +21,6 @@ from worker.config import Settings
 from worker.serialization import dumps, loads
 from worker.state import keys
 from worker.state.queue import Enqueuer
-from worker.state.results import ok_result
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

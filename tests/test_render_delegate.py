@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.fetch import page_fields
 from jobs.render.delegate import relayed
+from tests.support.results import page_fields, page_from_fields
 from worker.errors import ErrorKind, GuardianRefusal
-from worker.state.pages.entry import Page, page_from_fields
+from worker.state.pages.entry import Page
 
 PAGE = Page(
     url="https://site.test/",

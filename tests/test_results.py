@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from redis.exceptions import OutOfMemoryError
 
 from tests.support.redis_process import RedisProcess
+from tests.support.results import ok_result
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Settings
@@ -26,7 +27,8 @@ from worker.runtime.envelope import FunctionTool, write_result
 from worker.runtime.worker import build_runtime
 from worker.serialization import loads
 from worker.state import keys
-from worker.state.results import MAX_MESSAGE_CHARS, ResultStore, ok_result
+from worker.state.result_records import MAX_MESSAGE_CHARS, as_json
+from worker.state.results import ResultStore
 
 # Text as a server's undecodable bytes leave it in Python: any code point, lone surrogates included.
 ANY_CHAR = st.characters(codec=None, exclude_categories=())
@@ -148,7 +150,7 @@ async def test_a_late_writer_gets_the_standing_result_back(
     await runtime.results.write(ok_result("echo", report, job_id, {"echo": "agent read this"}), 1.0)
     standing, first = await write_result(runtime, ok_result("echo", report, job_id, {"echo": "late"}), 1.0)
     assert first is False
-    assert standing["echo"] == "agent read this"
+    assert as_json(standing)["echo"] == "agent read this"
 
 
 @pytest.fixture
@@ -189,7 +191,7 @@ async def test_a_result_redis_refuses_becomes_a_stand_in_once_redis_takes_writes
         await redis.config_set("maxmemory", "0")
         standing, first = await writing
         assert first is True
-        assert standing["error"]["kind"] == "internal_error"
-        assert loads(await redis.get(keys.result("job-oom"))) == standing
+        assert as_json(standing)["error"]["kind"] == "internal_error"
+        assert loads(await redis.get(keys.result("job-oom"))) == as_json(standing)
     finally:
         await redis.aclose()

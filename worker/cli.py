@@ -38,11 +38,11 @@ from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, EXTRACT_MODES, M
 from worker.logs import fields
 from worker.redact import redact_urls
 from worker.runtime.envelope import parse_report_id
+from worker.serialization import JsonObject
 from worker.settings import FETCH_PAGE, WEB_SEARCH
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
 from worker.state.redis_conn import connect
-from worker.state.results import Result
 
 if TYPE_CHECKING:
     from worker.client import ResearchClient
@@ -237,7 +237,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 async def _run_job(
     args: argparse.Namespace,
     settings: Settings,
-    job: Callable[[ResearchClient], Awaitable[Result]],
+    job: Callable[[ResearchClient], Awaitable[JsonObject]],
     *,
     seed: list[str],
     report_id: str,
@@ -266,7 +266,8 @@ async def _run_job(
     print_json(result)
     if result.get("ok"):
         return Exit.OK
-    error = result.get("error") or {}
+    error = result.get("error")
+    error = error if isinstance(error, dict) else {}
     say(f"{result.get('tool')} returned {error.get('kind')}: {error.get('message')}")
     return Exit.JOB_ERROR
 

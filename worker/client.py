@@ -34,11 +34,11 @@ from redis.exceptions import ResponseError
 
 from worker import embedded
 from worker.config import ClientSettings, Settings, redact_url
-from worker.errors import InvalidRequest, Timeout
+from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
-from worker.serialization import dumps
+from worker.serialization import JsonObject, dumps
 from worker.shapes import Shape, anthropic_blocks
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
@@ -46,7 +46,8 @@ from worker.state.menu import Menu
 from worker.state.queue import Enqueuer
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
-from worker.state.results import DONE_TTL_MS, About, Result, ResultStore, error_result
+from worker.state.result_records import About, ErrorResult, Head, as_json
+from worker.state.results import DONE_TTL_MS, ResultStore
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
@@ -201,7 +202,7 @@ class ResearchClient:
 
     async def search(
         self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
-    ) -> Result:
+    ) -> JsonObject:
         # The job clamps max_results (jobs/search.py); the client sends what it was given.
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
@@ -220,7 +221,7 @@ class ResearchClient:
         find: str | None = None,
         format: str | None = None,
         render: bool = False,
-    ) -> Result:
+    ) -> JsonObject:
         """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``,
         in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
         take the job's defaults."""
@@ -295,7 +296,7 @@ class ResearchClient:
     @overload
     async def call(
         self, name: str, arguments: Mapping[str, Any], *, wait_s: float | None = None
-    ) -> Result: ...
+    ) -> JsonObject: ...
 
     async def call(
         self,
@@ -306,7 +307,7 @@ class ResearchClient:
         org_id: str | None = None,
         wait_s: float | None = None,
         shape: str = "json",
-    ) -> str | list[dict[str, Any]] | Result:
+    ) -> str | list[dict[str, Any]] | JsonObject:
         """Run a model's tool call as it came and return what to hand back to the model.
 
         ``name`` and ``arguments`` (a dict, or the JSON text of one) are the model's; ``report_id``
@@ -339,7 +340,7 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-    ) -> Result:
+    ) -> JsonObject:
         """``call`` without the shaping: the result object of a model's tool call."""
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
@@ -360,11 +361,15 @@ class ResearchClient:
             kwargs["org_id"] = org_id
         return await self._run(name, kwargs, job_id, wait_s)
 
-    async def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
+    async def run(
+        self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None
+    ) -> JsonObject:
         """Enqueue one job (``kwargs`` include ``report_id``) and wait for its result object."""
         return await self._run(function, dict(kwargs), self._new_job_id(), wait_s)
 
-    async def _run(self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None) -> Result:
+    async def _run(
+        self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None
+    ) -> JsonObject:
         if self.require_worker and not await self.workers_alive():
             raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
@@ -399,7 +404,7 @@ class ResearchClient:
         about: About | None = None,
         wait_s: float | None = None,
         fresh: bool = False,
-    ) -> Result:
+    ) -> JsonObject:
         """The job's result, waking when it is written; a ``timeout`` result past the deadline.
 
         ``fresh`` skips the first read for a job enqueued a moment ago: its wake-up list will hold
@@ -412,25 +417,26 @@ class ResearchClient:
         limit = self.wait_s if wait_s is None else _seconds("wait_s", wait_s)
         deadline = time.monotonic() + limit
         if not fresh and (done := await results.read(job_id)) is not None:
-            return done
+            return as_json(done)
         while (left := deadline - time.monotonic()) > 0:
             block = min(left, MAX_BLOCK_S)
             # The wake-up is a blocking move, a write: Redis at its limit refuses it like an enqueue.
             with contextlib.suppress(TimeoutError), _refused_for_memory("wait for the job's result"):
                 woken = await asyncio.wait_for(results.wait(job_id, block), block + 5.0)
                 if woken is not None:
-                    return woken
+                    return as_json(woken)
         # The wake-up may have gone to another waiter or expired: the result key is the record.
         if (done := await results.read(job_id)) is not None:
-            return done
+            return as_json(done)
         late = Timeout(
             f"no result within {limit:g} s; the job may still finish and write {keys.result(job_id)}"
         )
         return error_result(function, report_id if isinstance(report_id, str) else None, job_id, late, about)
 
-    async def result(self, job_id: str) -> Result | None:
+    async def result(self, job_id: str) -> JsonObject | None:
         """A finished job's result from its result key, or None (not finished, or expired)."""
-        return await self._open_part(self._results).read(job_id)
+        done = await self._open_part(self._results).read(job_id)
+        return None if done is None else as_json(done)
 
     async def workers_alive(self) -> bool:
         """True while at least one worker beats on this client's queue."""
@@ -497,7 +503,7 @@ class SyncResearchClient:
 
     def search(
         self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
-    ) -> Result:
+    ) -> JsonObject:
         return self._submit(self._client.search(report_id, query, max_results, org_id))
 
     def fetch(
@@ -512,7 +518,7 @@ class SyncResearchClient:
         find: str | None = None,
         format: str | None = None,
         render: bool = False,
-    ) -> Result:
+    ) -> JsonObject:
         return self._submit(
             self._client.fetch(
                 report_id,
@@ -580,10 +586,10 @@ class SyncResearchClient:
         answer: str | list[dict[str, Any]] = self._submit(work)
         return answer
 
-    def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> Result:
+    def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> JsonObject:
         return self._submit(self._client.run(function, kwargs, wait_s=wait_s))
 
-    def result(self, job_id: str) -> Result | None:
+    def result(self, job_id: str) -> JsonObject | None:
         return self._submit(self._client.result(job_id))
 
     def workers_alive(self) -> bool:
@@ -651,7 +657,14 @@ def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
     return tools_about_of(function, arguments)
 
 
-def _json(result: Result) -> str:
+def error_result(
+    tool: str, report_id: str | None, job_id: str, error: ResearchError, about: About | None = None
+) -> JsonObject:
+    """The error result a job would have written, for a call the client answers itself."""
+    return as_json(ErrorResult.of(Head(tool, report_id, job_id), error, about))
+
+
+def _json(result: JsonObject) -> str:
     return dumps(result).decode()
 
 

@@ -7,7 +7,7 @@ from typing import Any, TypeAlias
 import orjson
 
 # A JSON document as Python holds it once read: what the faces hand their callers.
-JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 

@@ -36,7 +36,7 @@ from worker.runtime.worker import ResearchWorker
 from worker.serialization import dumps, loads
 from worker.state import health
 from worker.state.redis_conn import redis_settings as arq_redis_settings
-from worker.state.results import About
+from worker.state.result_records import About
 
 __all__ = [
     "FETCH_PAGE",

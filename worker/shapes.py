@@ -12,8 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from worker.serialization import dumps
-from worker.state.results import Result
+from worker.serialization import JsonObject, dumps
 
 
 class Shape(StrEnum):
@@ -21,13 +20,14 @@ class Shape(StrEnum):
     ANTHROPIC = "anthropic"  # Messages API tool_result content blocks
 
 
-def anthropic_blocks(result: Result) -> list[dict[str, Any]]:
-    if result.get("ok") and result.get("tool") == "web_search" and result.get("results"):
-        return [search_result_block(citation) for citation in result["results"]]
+def anthropic_blocks(result: JsonObject) -> list[dict[str, Any]]:
+    citations = result.get("results")
+    if result.get("ok") and result.get("tool") == "web_search" and isinstance(citations, list) and citations:
+        return [search_result_block(citation) for citation in citations if isinstance(citation, dict)]
     return [{"type": "text", "text": dumps(result).decode()}]
 
 
-def search_result_block(citation: dict[str, Any]) -> dict[str, Any]:
+def search_result_block(citation: JsonObject) -> dict[str, Any]:
     url = str(citation.get("url") or "")
     title = str(citation.get("title") or "") or url
     # The API refuses an empty text block; a source with no snippet still has its title.

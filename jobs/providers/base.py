@@ -17,7 +17,7 @@ from typing import Protocol
 
 from worker.config import SearchProvider
 from worker.errors import RateLimited, ResearchError, UpstreamError
-from worker.state.results import Citation
+from worker.state.result_records import Citation
 from worker.state.spend import Spend
 
 NOT_EVIDENCE = "the search may not have run, so this is not evidence that no sources exist"

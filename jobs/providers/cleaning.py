@@ -33,7 +33,7 @@ from jobs.reader.hidden import strip_invisible
 from worker.config import Settings
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_URL_LENGTH
-from worker.state.results import Citation
+from worker.state.result_records import Citation
 
 TITLE_MAX_CHARS = 300
 SNIPPET_MAX_CHARS = 500

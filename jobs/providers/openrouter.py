@@ -30,7 +30,7 @@ from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, re
 from worker.config import Secret, Settings, redact_url
 from worker.errors import RateLimited, ResearchError, UpstreamError
 from worker.logs import fields
-from worker.state.results import Citation
+from worker.state.result_records import Citation
 from worker.state.spend import Spend, read_spend
 
 log = logging.getLogger("research.search")

@@ -21,7 +21,7 @@ from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, re
 from worker.config import SearchProvider, Settings, redact_url
 from worker.errors import ResearchError, UpstreamError
 from worker.logs import fields
-from worker.state.results import Citation
+from worker.state.result_records import Citation
 
 log = logging.getLogger("research.search")
 

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from worker.errors import ErrorKind, ResearchError, Timeout
 from worker.state import health
-from worker.state.pages.entry import Page, page_from_fields
+from worker.state.pages.entry import Page
 from worker.state.queue import Enqueuer
+from worker.state.result_records import RENDER_PAGE, ErrorResult, FetchFields
 from worker.state.results import ResultStore
 
 if TYPE_CHECKING:
     from worker.guardian.urls import Target
     from worker.runtime.context import JobContext
 
-RENDER_JOB = "render_page"
+RENDER_JOB = RENDER_PAGE
 
 
 class NoRenderWorker(ResearchError):
@@ -57,19 +58,9 @@ async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: s
     result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
     if result is None:
         raise Timeout(f"the render of {target.host} did not finish within the fetch's time")
-    if not result.get("ok"):
-        error = result.get("error")
-        kind, message = ErrorKind.INTERNAL_ERROR, "the render failed"
-        if isinstance(error, dict):
-            try:
-                kind = ErrorKind(str(error.get("kind")))
-            except ValueError:
-                kind = ErrorKind.INTERNAL_ERROR
-            if isinstance(error.get("message"), str):
-                message = error["message"]  # the render worker's own words, as every message
-        status = result.get("status")
-        raise relayed(kind)(message, status=status if isinstance(status, int) else None)
-    page = page_from_fields(result)
-    if page is None:
+    if isinstance(result, ErrorResult):
+        # The render worker's own words, as every message.
+        raise relayed(result.kind)(result.message, status=result.status)
+    if not isinstance(result.fields, FetchFields):
         raise relayed(ErrorKind.INTERNAL_ERROR)("the render worker's result was not a page")
-    return page
+    return result.fields.page

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import menu_rule, page_fields, page_of, require_on_menu, time_bound, url_about
+from jobs.fetch import menu_rule, page_of, require_on_menu, time_bound, url_about
 from jobs.fetcher import Fetcher, FetchLimits
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
@@ -38,11 +38,11 @@ from worker.guardian.urls import check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
-from worker.state.results import About, FetchPage
+from worker.state.result_records import RENDER_PAGE, About, FetchFields
 
 log = logging.getLogger("research.render")
 
-NAME = "render_page"
+NAME = RENDER_PAGE
 ADDRESS_REASONS = frozenset(reason.value for reason in Reason)
 # Browsers one render worker runs at once: each is several processes and a few hundred MB.
 RENDER_SLOTS = 2
@@ -91,7 +91,7 @@ class RenderPageTool:
         if self._playwright is not None:
             await self._playwright.stop()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchPage:
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
         url, extract, deadline_at = _parse(arguments)
         fmt = arguments.get("format", TEXT)
         if fmt not in FORMATS:
@@ -163,7 +163,7 @@ class RenderPageTool:
             rendered=True,
             script_shell=False,
         )
-        return page_fields(page, cached=False)
+        return FetchFields(page, cached=False)
 
 
 def _parse(arguments: Mapping[str, Any]) -> tuple[str, str, float]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from worker.dashboard.formatting import duration_ms
 from worker.dashboard.history import OTHER, History, Minute
 from worker.errors import ErrorKind
-from worker.state.results import OK
+from worker.state.result_records import OK
 
 WIDE = (1280, 190)  # the jobs chart, across the page
 NARROW = (640, 170)  # the two line charts, side by side

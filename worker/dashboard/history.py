@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
 from worker.state import activity, keys
-from worker.state.results import OK
+from worker.state.result_records import OK
 
 HOUR_MINUTES = 60
 # Outcomes drawn as their own series; more than this (only garbage could make it) fold into "other".

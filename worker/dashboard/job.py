@@ -19,7 +19,7 @@ import worker.dashboard.decode as decode
 from worker.dashboard.data import RecentRow
 from worker.limits import REPORT_ID
 from worker.state import keys
-from worker.state.results import outcome
+from worker.state.result_records import outcome, parse_object
 
 MAX_JOB_ID = 200
 # What a preview keeps of the result and the arguments: enough to diagnose, never a page's text.
@@ -130,7 +130,7 @@ class _About:
                 tool=result.get("tool") or job.get("f"),
                 report_id=result.get("report_id") or kwargs.get("report_id"),
                 target=result.get("url") or result.get("query") or kwargs.get("url") or kwargs.get("query"),
-                outcome=outcome(result),
+                outcome=outcome(parsed) if (parsed := parse_object(result)) is not None else None,
                 message=error.get("message") if isinstance(error, dict) else None,
             )
         if job:

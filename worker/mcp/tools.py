@@ -28,8 +28,7 @@ from mcp.shared.exceptions import MCPError
 from redis.exceptions import RedisError
 
 from worker.client import ResearchClient
-from worker.serialization import dumps
-from worker.state.results import Result
+from worker.serialization import JsonObject, dumps
 
 PROGRESS_EVERY_S = 2.0
 
@@ -95,7 +94,7 @@ def build_server(
     )
 
 
-def tool_result(result: Result) -> types.CallToolResult:
+def tool_result(result: JsonObject) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=dumps(result).decode())],
         structured_content=result,
@@ -105,9 +104,9 @@ def tool_result(result: Result) -> types.CallToolResult:
 
 async def _reporting_progress(
     ctx: ServerRequestContext[Any, Any], work: Any, tool: str, every_s: float
-) -> Result:
+) -> JsonObject:
     """Await the call, telling a caller that asked for progress how long it has waited."""
-    task: asyncio.Task[Result] = asyncio.ensure_future(work)
+    task: asyncio.Task[JsonObject] = asyncio.ensure_future(work)
     started = time.monotonic()
     try:
         while True:

@@ -30,9 +30,23 @@ from worker.errors import InternalError, InvalidRequest, MissingReportId, Resear
 from worker.limits import REPORT_ID
 from worker.logs import bind, bound, fields
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JsonObject
 from worker.state.activity import JobRun
 from worker.state.memory import relieving
-from worker.state.results import About, Result, error_result, ok_result, outcome, unstored_result
+from worker.state.result_records import (
+    About,
+    ErrorResult,
+    FetchFields,
+    Fields,
+    Head,
+    OkResult,
+    OtherFields,
+    Result,
+    SearchFields,
+    as_json,
+    outcome,
+    unstored,
+)
 
 if TYPE_CHECKING:
     from worker.config import Settings
@@ -66,10 +80,11 @@ class ToolJob(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Mapping[str, Any]: ...
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Fields: ...
 
 
-ToolBody = Callable[[JobContext, dict[str, Any]], Awaitable[Mapping[str, Any]]]
+# A tool outside the contract (tests, benchmarks) hands back its own JSON object.
+ToolBody = Callable[[JobContext, dict[str, Any]], Awaitable[JsonObject]]
 
 
 @dataclass(frozen=True)
@@ -93,8 +108,8 @@ class FunctionTool:
     async def stop(self) -> None:
         return None
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Mapping[str, Any]:
-        return await self.body(job, arguments)
+    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Fields:
+        return OtherFields(dict(await self.body(job, arguments)))
 
 
 def parse_report_id(value: object) -> str:
@@ -169,16 +184,16 @@ async def _run_tool(
                     produced = await tool.run(job, arguments)
             except TimeoutError:
                 raise Timeout(f"{tool.name} ran out of time") from None
-            result = ok_result(tool.name, report_id, job_id, produced)
+            result: Result = OkResult(Head(tool.name, report_id, job_id), produced)
         except ResearchError as exc:
-            result = error_result(tool.name, report_id, job_id, exc, about)
+            result = ErrorResult.of(Head(tool.name, report_id, job_id), exc, about)
         except Exception:
             log.exception("job failed with an unexpected error", extra=fields(job_id=job_id, tool=tool.name))
             bug = InternalError("the worker hit an unexpected error and did not complete this job")
             await _finish(
                 runtime,
                 tool,
-                error_result(tool.name, report_id, job_id, bug, about),
+                ErrorResult.of(Head(tool.name, report_id, job_id), bug, about),
                 started,
                 job_try,
                 queue_wait_s,
@@ -205,7 +220,7 @@ async def _finish(
     if not first:
         log.warning(
             "another worker wrote this job's result first; this run's result is dropped",
-            extra=fields(job_id=result.get("job_id"), tool=tool.name, job_try=job_try),
+            extra=fields(job_id=result.head.job_id, tool=tool.name, job_try=job_try),
         )
         return standing
     result = standing
@@ -215,8 +230,8 @@ async def _finish(
     log.info(
         "job finished",
         extra=fields(
-            job_id=result.get("job_id"),
-            report_id=result.get("report_id"),
+            job_id=result.head.job_id,
+            report_id=result.head.report_id,
             tool=tool.name,
             outcome=kind,
             **finished_fields(result),
@@ -242,7 +257,7 @@ async def write_result(
     short Redis outage is ridden out; a longer one raises, leaving the job queued under its lease,
     to be run again once Redis is back.
     """
-    job_id = str(result["job_id"])
+    job_id = result.head.job_id
     run = run or JobRun(runtime.settings.worker_id)
     candidate = result
     delay = 0.1
@@ -261,7 +276,7 @@ async def write_result(
                 "result could not be written; writing a stand-in that says so",
                 extra=fields(job_id=job_id, error=type(exc).__name__, attempt=attempt + 1),
             )
-            candidate = unstored_result(str(result.get("tool")), _report_id_of(result), job_id)
+            candidate = unstored(result.head)
             if isinstance(exc, ResponseError):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -283,41 +298,39 @@ async def write_result(
 
 async def refund_charge(runtime: Runtime, result: Result) -> None:
     """Give the report back the charge of a job whose result could not be stored."""
-    report_id = _report_id_of(result)
+    report_id = result.head.report_id
     if report_id is None:
         return
     try:
-        refunded = await runtime.budgets.refund(report_id, str(result["job_id"]))
+        refunded = await runtime.budgets.refund(report_id, result.head.job_id)
     except (RedisError, OSError) as exc:
         log.error("could not refund a job whose result was lost", extra=fields(error=type(exc).__name__))
         return
     if refunded:
         log.warning(
             "refunded the charge of a job whose result could not be stored",
-            extra=fields(job_id=result.get("job_id"), report_id=report_id),
+            extra=fields(job_id=result.head.job_id, report_id=report_id),
         )
 
 
-def finished_fields(result: Result) -> dict[str, Any]:
+def finished_fields(result: Result) -> dict[str, str]:
     """What the job was about and, for an error, its kind and message (the worker's own words)."""
-    shown: dict[str, Any] = {name: result[name] for name in ("url", "query") if result.get(name) is not None}
-    error = result.get("error")
-    if isinstance(error, Mapping):
-        shown["error_kind"] = error.get("kind")
-        shown["error_message"] = error.get("message")
-    return shown
-
-
-def _report_id_of(result: Result) -> str | None:
-    report_id = result.get("report_id")
-    return report_id if isinstance(report_id, str) else None
+    if isinstance(result, ErrorResult):
+        about = {name: value for name, value in (("url", result.url), ("query", result.query)) if value}
+        return {**about, "error_kind": result.kind.value, "error_message": result.message}
+    given = result.fields
+    if isinstance(given, FetchFields):
+        return {"url": given.page.url}
+    if isinstance(given, SearchFields):
+        return {"query": given.query}
+    return {name: value for name in ("url", "query") if isinstance(value := given.values.get(name), str)}
 
 
 def arq_function(tool: ToolJob, settings: Settings) -> Function:
     # ctx is positional-only, so a job whose keyword arguments include "ctx" still reaches the
     # envelope (and gets invalid_request) instead of failing in the call with no result.
-    async def job(ctx: dict[str, Any], /, *args: Any, **kwargs: Any) -> Result:
-        return await run_tool(ctx, tool, args, kwargs)
+    async def job(ctx: dict[str, Any], /, *args: Any, **kwargs: Any) -> JsonObject:
+        return as_json(await run_tool(ctx, tool, args, kwargs))
 
     job.__qualname__ = job.__name__ = tool.name
     # arq's WorkerCoroutine protocol names ctx as a keyword-capable parameter; positional-only is

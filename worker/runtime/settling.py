@@ -27,7 +27,7 @@ from worker.metrics import UNKNOWN_TOOL
 from worker.runtime.envelope import MAX_TRIES, parse_report_id, write_result
 from worker.runtime.payload import MalformedJob
 from worker.serialization import dumps, loads_object
-from worker.state.results import Result, error_result, outcome
+from worker.state.result_records import ErrorResult, Head, Result, outcome
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -92,7 +92,7 @@ class Settling:
         report_id: str | None = None
         with contextlib.suppress(MissingReportId):
             report_id = parse_report_id(kwargs.get("report_id") if isinstance(kwargs, dict) else None)
-        await self.write(error_result(tool, report_id, job_id, InternalError(ending.value)))
+        await self.write(ErrorResult.of(Head(tool, report_id, job_id), InternalError(ending.value)))
 
     async def refuse_malformed(self, job_id: str, malformed: MalformedJob) -> None:
         """A payload arq must not read: an invalid_request result, out of the queue, logged once.
@@ -104,7 +104,7 @@ class Settling:
             "refused a malformed job payload",
             extra=fields(job_id=job_id, function=(malformed.function or "")[:60], reason=malformed.message),
         )
-        await self.write(error_result(UNKNOWN_TOOL, malformed.report_id, job_id, malformed))
+        await self.write(ErrorResult.of(Head(UNKNOWN_TOOL, malformed.report_id, job_id), malformed))
         # arq's own record too, so a plain arq client waiting on the job learns it failed.
         record = arq_record(job_id, self._queue_name, UNKNOWN_TOOL, success=False, result=malformed.message)
         await self._leases.finish(job_id, finish=True, arq_result=record, result_ttl_ms=self.result_ttl_ms)
@@ -120,9 +120,9 @@ class Settling:
 
     async def write(self, result: Result) -> None:
         standing, first = await write_result(self._runtime, result, 0.0)
-        self._runtime.settled.discard(str(result["job_id"]))
+        self._runtime.settled.discard(result.head.job_id)
         if first:
-            self._runtime.metrics.jobs.labels(str(standing.get("tool")), outcome(standing)).inc()
+            self._runtime.metrics.jobs.labels(standing.head.tool, outcome(standing)).inc()
 
 
 def arq_record(

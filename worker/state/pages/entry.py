@@ -15,9 +15,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from types import UnionType
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 import orjson
 
@@ -51,6 +51,7 @@ CACHE_ONLY = "cache_only"
 WHEN_SET = "when_set"
 READ = "read"
 BAD = object()
+T = TypeVar("T")
 _HEX_64 = re.compile("[0-9a-f]{64}")
 
 
@@ -181,20 +182,37 @@ def read_page(d: Mapping[str, object], *, entry: bool = True) -> Page | None:
     """The page ``d`` holds, each field checked against its declaration; None when one is missing
     or of another shape. An entry holds every field; a result (``entry=False``) holds no field of
     the cache's own and leaves out those only set for some pages."""
+    return read_declared(Page, d, complete=entry)
+
+
+def read_declared(cls: type[T], d: Mapping[str, object], *, complete: bool) -> T | None:
+    """A frozen record of ``cls`` from its JSON, each field read by its declared type (or its own
+    ``READ``); None when a field is missing or of another shape. ``complete``: every field is
+    there, the cache's own included; else those are left out, and a ``WHEN_SET`` one may be."""
     values: dict[str, object] = {}
-    for declared in fields(Page):
-        if not entry and declared.metadata.get(CACHE_ONLY):
+    readers = _readers(cls)
+    for declared in fields(cls):  # type: ignore[arg-type]  # cls is a dataclass
+        if not complete and declared.metadata.get(CACHE_ONLY):
             continue
         if declared.name not in d:
-            if entry or not declared.metadata.get(WHEN_SET):
+            if complete or not declared.metadata.get(WHEN_SET):
                 return None
             continue
-        read = declared.metadata.get(READ) or _READERS[declared.name]
-        value = read(d[declared.name])
+        value = readers[declared.name](d[declared.name])
         if value is BAD:
             return None
         values[declared.name] = value
-    return Page(**values)  # type: ignore[arg-type]  # each value read by its field's own type
+    return cls(**values)
+
+
+def _readers(cls: type) -> dict[str, Callable[[object], object]]:
+    if cls not in _READERS:
+        hints = get_type_hints(cls)
+        _READERS[cls] = {f.name: f.metadata.get(READ) or _reader(hints[f.name]) for f in fields(cls)}
+    return _READERS[cls]
+
+
+_READERS: dict[type, dict[str, Callable[[object], object]]] = {}
 
 
 def _reader(hint: object) -> Callable[[object], object]:
@@ -207,11 +225,18 @@ def _reader(hint: object) -> Callable[[object], object]:
     if origin is UnionType and len(args) == 2 and type(None) in args:
         inner = _reader(next(a for a in args if a is not type(None)))
         return lambda v: None if v is None else inner(v)
+    if is_dataclass(hint) and isinstance(hint, type):
+        return functools.partial(_read_record, hint)
     if origin is tuple and args[-1] is Ellipsis:
         return functools.partial(_read_items, _reader(args[0]))
     if origin is tuple:
         return functools.partial(_read_fixed, tuple(_reader(a) for a in args))
     raise TypeError(f"a page field of type {hint} needs a reader of its own")
+
+
+def _read_record(cls: type, value: object) -> object:
+    record = read_declared(cls, value, complete=True) if isinstance(value, dict) else None
+    return BAD if record is None else record
 
 
 def _read_items(read: Callable[[object], object], value: object) -> object:
@@ -224,10 +249,6 @@ def _read_fixed(reads: tuple[Callable[[object], object], ...], value: object) ->
         return BAD
     items = tuple(read(item) for read, item in zip(reads, value, strict=True))
     return BAD if any(item is BAD for item in items) else items
-
-
-_HINTS = get_type_hints(Page)
-_READERS = {f.name: _reader(_HINTS[f.name]) for f in fields(Page) if READ not in f.metadata}
 
 
 def _failure(d: Mapping[str, Any]) -> Failure | None:
