@@ -16,7 +16,7 @@ They become U+FFFD here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TypedDict, cast
 
 from worker.errors import ErrorKind, ResearchError
@@ -193,11 +193,11 @@ def _fields_json(given: Fields) -> JsonObject:
 
 
 def _page_json(page: Page) -> JsonObject:
-    shown = _declared_json(page)
-    if page.pages is not None:  # a PDF: it read all its pages unless it says otherwise
-        shown["pages_read"] = page.pages_read if page.pages_read is not None else page.pages
-    else:
-        shown.pop("pages_read", None)
+    # A PDF read all its pages unless it says otherwise; a page that is no PDF counts none.
+    pages_read = (
+        (page.pages_read if page.pages_read is not None else page.pages) if page.pages is not None else None
+    )
+    shown = _declared_json(replace(page, pages_read=pages_read))
     shown["archived"] = page.archive_record is not None
     shown["script_shell"] = page.script_shell and not page.rendered
     return shown
