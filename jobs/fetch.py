@@ -195,7 +195,17 @@ class _Parts:
     archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
 
 
-class FetchPageTool:
+class PageJob:
+    """What fetch_page and the render worker's job share: a fetch's time, and one URL they are about."""
+
+    def deadline_s(self, settings: Settings) -> float:
+        return settings.fetch_deadline_s
+
+    def about(self, arguments: Mapping[str, Any]) -> About | None:
+        return url_about(arguments)
+
+
+class FetchPageTool(PageJob):
     """The fetch_page job. Its parts are built once per worker at start-up; tests hand it a fake
     resolver, production uses the system's."""
 
@@ -209,12 +219,6 @@ class FetchPageTool:
         self._archive = archive if archive is not None else SharedArchive()
         self._parts: _Parts | None = None
         self._cache_redis: Redis | None = None
-
-    def deadline_s(self, settings: Settings) -> float:
-        return settings.fetch_deadline_s
-
-    def about(self, arguments: Mapping[str, Any]) -> About | None:
-        return url_about(arguments)
 
     async def start(self, runtime: Runtime) -> None:
         settings = runtime.settings

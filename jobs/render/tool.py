@@ -21,14 +21,14 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import menu_rule, page_of, require_on_menu, time_bound, url_about
+from jobs.fetch import PageJob, menu_rule, page_of, require_on_menu, time_bound
 from jobs.fetcher import Fetcher, FetchLimits
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
 from jobs.reader.formats import FORMATS, TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
-from worker.config import ConfigError, Settings
+from worker.config import ConfigError
 from worker.errors import GuardianRefusal, InvalidRequest, UnsupportedContentType
 from worker.guardian.connector import guarded_session
 from worker.guardian.egress_proxy import HTTPS_PORTS
@@ -38,7 +38,7 @@ from worker.guardian.urls import check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
-from worker.state.result_records import RENDER_PAGE, About, FetchFields
+from worker.state.result_records import RENDER_PAGE, FetchFields
 
 log = logging.getLogger("research.render")
 
@@ -51,7 +51,7 @@ REDUCE_RESERVE_S = 1.5
 MIN_RENDER_S = 2.0
 
 
-class RenderPageTool:
+class RenderPageTool(PageJob):
     name = NAME
     params = ("url", "extract", "format", "deadline_at")
 
@@ -60,12 +60,6 @@ class RenderPageTool:
         self._playwright: Any = None
         self._renderer: PageRenderer | None = None
         self._fetcher: Fetcher | None = None
-
-    def deadline_s(self, settings: Settings) -> float:
-        return settings.fetch_deadline_s
-
-    def about(self, arguments: Mapping[str, Any]) -> About | None:
-        return url_about(arguments)
 
     async def start(self, runtime: Runtime) -> None:
         from playwright.async_api import async_playwright
