@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 import worker.dashboard.decode as decode
 from worker.dashboard.data import RecentRow
 from worker.limits import REPORT_ID
+from worker.serialization import JsonObject
 from worker.state import keys
 from worker.state.result_records import outcome, parse_object
 
@@ -121,7 +122,7 @@ class _About:
     message: object
 
     @classmethod
-    def of(cls, result: dict[str, Any] | None, job: dict[str, Any], line: RecentRow | None) -> _About:
+    def of(cls, result: JsonObject | None, job: dict[str, Any], line: RecentRow | None) -> _About:
         raw_kwargs = job.get("k")
         kwargs: dict[str, Any] = raw_kwargs if isinstance(raw_kwargs, dict) else {}
         if result is not None:
@@ -147,7 +148,7 @@ def _first(*values: float | None) -> float | None:
 
 
 def _state(
-    result: dict[str, Any] | None,
+    result: JsonObject | None,
     record: dict[str, Any],
     claimed: object,
     score: object,
