@@ -416,18 +416,18 @@ class ResearchClient:
         fresh = fresh or (enqueued is not None and time.monotonic() - enqueued < FRESH_FOR_S)
         limit = self.wait_s if wait_s is None else _seconds("wait_s", wait_s)
         deadline = time.monotonic() + limit
-        if not fresh and (done := await results.read(job_id)) is not None:
-            return as_json(done)
+        if not fresh and (done := await results.read_json(job_id)) is not None:
+            return done
         while (left := deadline - time.monotonic()) > 0:
             block = min(left, MAX_BLOCK_S)
             # The wake-up is a blocking move, a write: Redis at its limit refuses it like an enqueue.
             with contextlib.suppress(TimeoutError), _refused_for_memory("wait for the job's result"):
-                woken = await asyncio.wait_for(results.wait(job_id, block), block + 5.0)
+                woken = await asyncio.wait_for(results.wait_json(job_id, block), block + 5.0)
                 if woken is not None:
-                    return as_json(woken)
+                    return woken
         # The wake-up may have gone to another waiter or expired: the result key is the record.
-        if (done := await results.read(job_id)) is not None:
-            return as_json(done)
+        if (done := await results.read_json(job_id)) is not None:
+            return done
         late = Timeout(
             f"no result within {limit:g} s; the job may still finish and write {keys.result(job_id)}"
         )
@@ -435,8 +435,7 @@ class ResearchClient:
 
     async def result(self, job_id: str) -> JsonObject | None:
         """A finished job's result from its result key, or None (not finished, or expired)."""
-        done = await self._open_part(self._results).read(job_id)
-        return None if done is None else as_json(done)
+        return await self._open_part(self._results).read_json(job_id)
 
     async def workers_alive(self) -> bool:
         """True while at least one worker beats on this client's queue."""

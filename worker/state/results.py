@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from worker.serialization import dumps
+from worker.serialization import JsonObject, dumps, loads_object
 from worker.state import activity, keys
 from worker.state.queue import blocking_peek
-from worker.state.result_records import Result, as_json, outcome, parse, unstored
+from worker.state.result_records import Result, as_json, outcome, parse, parse_object, unstored
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -88,8 +88,16 @@ class ResultStore:
         return parse(bytes(standing)) or unstored(result.head)
 
     async def read(self, job_id: str) -> Result | None:
-        return parse(await self._redis.get(keys.result(job_id)))
+        return parse_object(await self.read_json(job_id))
 
     async def wait(self, job_id: str, timeout_s: float) -> Result | None:
+        return parse_object(await self.wait_json(job_id, timeout_s))
+
+    # The client hands the stored object on as it was written (the contract's result object, and
+    # whatever a newer worker adds to it), so it reads the JSON, not the record.
+    async def read_json(self, job_id: str) -> JsonObject | None:
+        return loads_object(await self._redis.get(keys.result(job_id)))
+
+    async def wait_json(self, job_id: str, timeout_s: float) -> JsonObject | None:
         """Block until the job's result is written (or the time runs out); no polling."""
-        return parse(await blocking_peek(self._redis, keys.done(job_id), timeout_s))
+        return loads_object(await blocking_peek(self._redis, keys.done(job_id), timeout_s))
