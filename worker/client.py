@@ -24,7 +24,6 @@ import time
 import uuid
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any, Final, Literal, TypeVar, overload
 
 import orjson
@@ -185,12 +184,7 @@ class ResearchClient:
     async def __aenter__(self) -> ResearchClient:
         return await self.open()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property
@@ -487,12 +481,7 @@ class SyncResearchClient:
     def __enter__(self) -> SyncResearchClient:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def search(
