@@ -457,11 +457,9 @@ class FetchPageTool(PageJob):
         seconds = max(0.0, min(job.settings.fetch_timeout_s, until - loop.time()))
         answering = [target]  # the host whose answer ends the chain, for a Retry-After
 
-        async def noting(current: Target, following: Target) -> bool:
-            allowed = await may_follow(current, following)
-            if allowed:
-                answering.append(following)
-            return allowed
+        async def noting(current: Target, following: Target) -> None:
+            await may_follow(current, following)
+            answering.append(following)
 
         async with time_bound(seconds, target), parts.hosts.turn(target, loop.time() + seconds):
             try:
@@ -562,10 +560,16 @@ async def auto_render(
         return page, cached
 
 
-async def require_on_menu(menu: Menu, report_id: str, target: Target) -> None:
+async def require_on_menu(menu: Menu, report_id: str, target: Target, *, redirected: bool = False) -> None:
+    """The URL menu: a URL the report has not seen, asked for or redirected to, is refused."""
     if menu.enabled and not await menu.contains(report_id, target.url):
+        unseen = (
+            f"the URL on another site, {target.host}, that the page redirected to"
+            if redirected
+            else "that URL"
+        )
         raise UrlNotInMenu(
-            "this report has not seen that URL: fetch the url of a search result, a link from a "
+            f"this report has not seen {unseen}: fetch the url of a search result, a link from a "
             "fetched page, or a URL from the briefing"
         )
 
@@ -577,29 +581,23 @@ def require_domain(domains: DomainPolicy, target: Target) -> None:
 
 
 def hop_rule(
-    menu: Menu, report_id: str, domains: DomainPolicy, robots: Robots | None = None, until: float = 0.0
+    menu: Menu,
+    report_id: str,
+    domains: DomainPolicy | None = None,
+    robots: Robots | None = None,
+    until: float = 0.0,
 ) -> HopRule:
     """A redirect to another site: its host must pass the domain lists (else domain_not_allowed),
-    its URL must be on the report's menu, and, with robots.txt checking on, that site's robots.txt
-    must allow it (else robots_disallowed)."""
-    on_menu = menu_rule(menu, report_id)
+    its URL must be on the report's menu (else url_not_in_menu), and, with robots.txt checking on,
+    that site's robots.txt must allow it (else robots_disallowed). The render job, which has no
+    domain lists or robots.txt of its own, asks the menu alone."""
 
-    async def may_follow(current: Target, following: Target) -> bool:
-        require_domain(domains, following)
-        if not await on_menu(current, following):
-            return False
+    async def may_follow(current: Target, following: Target) -> None:
+        if domains is not None:
+            require_domain(domains, following)
+        await require_on_menu(menu, report_id, following, redirected=True)
         if robots is not None:
             await robots.check(following, until)
-        return True
-
-    return may_follow
-
-
-def menu_rule(menu: Menu, report_id: str) -> HopRule:
-    """The URL menu's rule for a redirect to another site: its target must be on the report's menu."""
-
-    async def may_follow(current: Target, following: Target) -> bool:
-        return not menu.enabled or await menu.contains(report_id, following.url)
 
     return may_follow
 

@@ -1,11 +1,11 @@
 """The network side of fetch_page: a guarded GET that follows redirects by hand and reads a bounded body.
 
 The fetcher holds only what it needs: the guarded session, the address policy, the limits, and
-for each fetch a rule that says whether a redirect hop may be followed (the URL menu's rule, which
-the tool supplies), so it knows nothing of Redis or reports. It reads the body as a stream and
-stops at the byte cap (counted after decompression, so a gzip bomb costs at most the cap), refuses
-a declared binary type before reading anything, and reads a PDF whole up to its own cap or not at
-all, because a cut PDF cannot be parsed.
+for each fetch the rule a redirect to another site must pass (the report's hop rule, which the
+tool supplies and which raises its own refusal), so it knows nothing of Redis or reports. It reads
+the body as a stream and stops at the byte cap (counted after decompression, so a gzip bomb costs
+at most the cap), refuses a declared binary type before reading anything, and reads a PDF whole
+up to its own cap or not at all, because a cut PDF cannot be parsed.
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ from worker.errors import (
     UnsupportedContentType,
 )
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.redirects import REDIRECT_STATUSES, HopRule, hop_refused, next_hop, same_site
+from worker.guardian.redirects import REDIRECT_STATUSES, HopRule, next_hop, same_site
 from worker.guardian.urls import Target
 from worker.net.error_map import translate
 from worker.net.retry_after import retry_after_s
 
 READ_CHUNK = 65_536
-
-# May the fetch follow a redirect from the first target to the second? (The URL menu's rule.)
 
 
 class Observer(Protocol):
@@ -98,8 +96,8 @@ class Fetcher:
                         following = next_hop(current, location, self.policy)
                     except GuardianRefusal as refusal:
                         raise refused_redirect(current, refusal) from None
-                    if not same_site(current, following) and not await may_follow(current, following):
-                        raise hop_refused(following)
+                    if not same_site(current, following):
+                        await may_follow(current, following)
                     current = following
                     continue
                 return await self._read(current, response, hop, observer)

@@ -37,6 +37,7 @@ from worker.errors import (
     RobotsDisallowed,
     Timeout,
 )
+from worker.guardian.redirects import follow_any
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -151,12 +152,9 @@ class Robots:
         robots = parse_https_url(f"https://{authority}/robots.txt")
         seconds = max(0.1, min(FETCH_TIMEOUT_S, until - asyncio.get_running_loop().time()))
 
-        async def any_hop(current: Target, following: Target) -> bool:
-            return True  # RFC 9309 follows redirects across sites; the guardian still judges each hop
-
         try:
             async with asyncio.timeout(seconds):
-                fetched = await self._fetcher.get(robots, any_hop)
+                fetched = await self._fetcher.get(robots, follow_any)
         except TimeoutError:
             return Verdict("disallow", f"no answer within {seconds:g} s"), UNREACHABLE_FRESH_S
         except HttpStatus as answer:

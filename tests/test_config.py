@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from worker.config import ConfigError, SearchProvider, Secret, Settings, parse_redis_url
+from worker.config import ConfigError, SearchProvider, Secret, Settings
+from worker.state.redis_conn import parse_redis_url
 
 
 def test_defaults_follow_the_contract() -> None:
@@ -119,7 +120,7 @@ def test_the_api_key_never_shows_in_a_repr() -> None:
 
 
 def test_sentinel_urls_name_hosts_master_and_database() -> None:
-    target = parse_redis_url("redis+sentinel://s1:26379,s2:26380/mymaster/3", "REDIS_URL")
+    target = parse_redis_url("redis+sentinel://s1:26379,s2:26380/mymaster/3")
     assert target.sentinels == (("s1", 26379), ("s2", 26380))
     assert target.sentinel_master == "mymaster"
     assert target.database == 3

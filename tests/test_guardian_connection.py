@@ -22,7 +22,8 @@ from tests.support.tls import TestCA, serve
 from worker.config import Settings
 from worker.guardian.connector import SocketRefused, guarded_session
 from worker.guardian.policy import AddressPolicy
-from worker.guardian.urls import Target, check_url
+from worker.guardian.redirects import follow_any
+from worker.guardian.urls import check_url
 
 
 def page(text: str = "hello") -> web.Response:
@@ -111,10 +112,6 @@ async def test_answers_that_flip_after_the_check_are_never_used(
     # One lookup, judged and used for the connection: no second lookup to rebind.
     assert resolver.calls == ["flip.test"]
     assert seen == []
-
-
-async def follow_any(current: Target, following: Target) -> bool:
-    return True
 
 
 async def test_the_connected_peer_is_the_validated_address(settings: Settings, ca: TestCA) -> None:

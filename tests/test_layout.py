@@ -24,8 +24,17 @@ TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions")
 # Each row may import itself and the rows above it. A name stands for the module or the package.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker", "worker.limits", "worker.serialization", "worker.page_metadata"),
-    # The foundation every part stands on: settings, errors, logs, metrics and the guard.
-    ("worker.config", "worker.errors", "worker.logs", "worker.metrics", "worker.guardian"),
+    # The foundation every part stands on: settings, errors, logs, metrics and the guard. The Redis
+    # connection is foundation too, though it lives with the state it connects to: it owns the
+    # Redis URL's grammar, which the settings check at start-up, and imports nothing above row 0.
+    (
+        "worker.config",
+        "worker.errors",
+        "worker.logs",
+        "worker.metrics",
+        "worker.guardian",
+        "worker.state.redis_conn",
+    ),
     ("worker.net",),
     ("worker.state", "worker.embedded", "worker.archive"),
     ("worker.runtime",),

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 from tests.test_deploy_acl import QUEUE, acl_redis, binaries
-from worker.guardian.redirects import HopRule
-from worker.guardian.urls import Target, parse_https_url
+from worker.guardian.redirects import HopRule, follow_any
+from worker.guardian.urls import parse_https_url
 from worker.metrics import Metrics
 from worker.state.pages.cache import Fresh, PageCache, ServedFrom
 from worker.state.pages.entry import Page
@@ -34,10 +34,6 @@ def page() -> Page:
     )
 
 
-async def anywhere(current: Target, following: Target) -> bool:
-    return True
-
-
 @binaries
 async def test_the_worker_user_runs_the_cache_flights_and_host_slots_and_the_dashboard_user_lists_holds(
     binary: str, tmp_path: Path
@@ -57,16 +53,16 @@ async def test_the_worker_user_runs_the_cache_flights_and_host_slots_and_the_das
 
             until = asyncio.get_running_loop().time() + 10
             serve = cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=anywhere, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
             )
             leading = asyncio.create_task(serve)
             await started.wait()
             joined = await cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=anywhere, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
             )
             led = await leading
             hit = await cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=anywhere, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
             )
 
             hosts = Politeness(worker, settings, Metrics())

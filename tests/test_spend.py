@@ -24,6 +24,7 @@ from worker.state.spend import (
     OTHER_ORG,
     REPORT_MIN_TTL_S,
     Spend,
+    org_days,
     org_spend,
     read_spend,
     record_search,
@@ -125,6 +126,29 @@ async def test_an_org_id_with_colons_is_read_back_whole(
     await record_search(runtime, report, org, Spend(0.001, 1, 1), provider=PLUGIN, now=DAY_TWO)
     [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
     assert row["org_id"] == org
+
+
+async def test_what_something_else_wrote_under_the_spend_prefix_is_passed_over_or_read_as_zero(
+    redis: aioredis.Redis, token: str, source: str
+) -> None:
+    garbled = keys.spend_org_day(f"org-{token}", source, "2026-12-02")
+    not_a_hash = keys.spend_org_day(f"odd-{token}", source, "2026-12-02")
+    await redis.hset(garbled, mapping={"cost_usd": "lots", "searches": "inf", "prompt_tokens": 5})
+    await redis.set(not_a_hash, b"oops")
+    for key in (garbled, not_a_hash):
+        await redis.expire(key, 60)
+    assert await org_days(redis, [garbled, not_a_hash]) == [
+        {
+            "day": "2026-12-02",
+            "org_id": f"org-{token}",
+            "usage_source": source,
+            "cost_usd": 0.0,
+            "prompt_tokens": 5,
+            "completion_tokens": 0,
+            "searches": 0,
+            "by_provider": {},
+        }
+    ]
 
 
 async def test_spend_counters_expire(

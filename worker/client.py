@@ -18,14 +18,14 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, overload
+from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
 import orjson
 from arq.connections import ArqRedis
@@ -65,6 +65,7 @@ ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
 MAX_ARGUMENTS_BYTES: Final = 65_536
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class ClientError(Exception):
@@ -186,12 +187,7 @@ class ResearchClient:
     async def __aenter__(self) -> ResearchClient:
         return await self.open()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property
@@ -450,6 +446,18 @@ class ResearchClient:
         return part
 
 
+def _blocking(
+    method: Callable[Concatenate[ResearchClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncResearchClient, P], T]:
+    """A method of the async client as a method of the blocking one (its overloads included)."""
+
+    def blocking(self: SyncResearchClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._submit(method(self._client, *args, **kwargs))
+
+    functools.update_wrapper(blocking, method)  # its name, docstring and signature for help()
+    return blocking
+
+
 class SyncResearchClient:
     """The same client for scripts and notebooks; every method blocks until its answer.
 
@@ -492,107 +500,19 @@ class SyncResearchClient:
     def __enter__(self) -> SyncResearchClient:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def search(
-        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
-    ) -> JsonObject:
-        return self._submit(self._client.search(report_id, query, max_results, org_id))
-
-    def fetch(
-        self,
-        report_id: str,
-        url: str,
-        extract: str = DEFAULT_EXTRACT,
-        *,
-        fresh: bool = False,
-        offset: int | None = None,
-        max_chars: int | None = None,
-        find: str | None = None,
-        format: str | None = None,
-        render: bool = False,
-    ) -> JsonObject:
-        return self._submit(
-            self._client.fetch(
-                report_id,
-                url,
-                extract,
-                fresh=fresh,
-                offset=offset,
-                max_chars=max_chars,
-                find=find,
-                format=format,
-                render=render,
-            )
-        )
-
-    def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
-        return self._submit(self._client.seed_urls(report_id, urls))
-
-    def set_domains(
-        self, report_id: str, *, allowed: Iterable[str] = (), blocked: Iterable[str] = ()
-    ) -> None:
-        self._submit(self._client.set_domains(report_id, allowed=allowed, blocked=blocked))
-
-    @overload
-    def call(
-        self,
-        name: object,
-        arguments: object,
-        *,
-        report_id: str,
-        org_id: str | None = None,
-        wait_s: float | None = None,
-        shape: Literal["json"] = "json",
-    ) -> str: ...
-
-    @overload
-    def call(
-        self,
-        name: object,
-        arguments: object,
-        *,
-        report_id: str,
-        org_id: str | None = None,
-        wait_s: float | None = None,
-        shape: Literal["anthropic"],
-    ) -> list[dict[str, Any]]: ...
-
-    def call(
-        self,
-        name: object,
-        arguments: object,
-        *,
-        report_id: str,
-        org_id: str | None = None,
-        wait_s: float | None = None,
-        shape: str = "json",
-    ) -> str | list[dict[str, Any]]:
-        work = self._client.call(
-            name,
-            arguments,
-            report_id=report_id,
-            org_id=org_id,
-            wait_s=wait_s,
-            shape=shape,  # type: ignore[call-overload]
-        )
-        answer: str | list[dict[str, Any]] = self._submit(work)
-        return answer
-
-    def run(self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None) -> JsonObject:
-        return self._submit(self._client.run(function, kwargs, wait_s=wait_s))
-
-    def result(self, job_id: str) -> JsonObject | None:
-        return self._submit(self._client.result(job_id))
-
-    def workers_alive(self) -> bool:
-        return self._submit(self._client.workers_alive())
+    # The async client's methods, each blocking until its answer: the same arguments and answers,
+    # declared once (on ResearchClient), so the two clients cannot drift apart.
+    search = _blocking(ResearchClient.search)
+    fetch = _blocking(ResearchClient.fetch)
+    seed_urls = _blocking(ResearchClient.seed_urls)
+    set_domains = _blocking(ResearchClient.set_domains)
+    call = _blocking(ResearchClient.call)
+    run = _blocking(ResearchClient.run)
+    result = _blocking(ResearchClient.result)
+    workers_alive = _blocking(ResearchClient.workers_alive)
 
     def _submit(self, work: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:

@@ -23,6 +23,7 @@ import orjson
 from worker.limits import REPORT_ID
 from worker.redact import redact_url as redact_url  # re-exported: callers import it from here
 from worker.redact import redact_urls
+from worker.state.redis_conn import RedisTarget, parse_redis_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
@@ -128,16 +129,6 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
-
-
-@dataclass(frozen=True)
-class RedisTarget:
-    """Where Redis is: a plain URL, or Sentinel hosts and a master name for failover."""
-
-    url: str
-    sentinels: tuple[tuple[str, int], ...] = ()
-    sentinel_master: str = ""
-    database: int = 0
 
 
 @dataclass(frozen=True)
@@ -259,7 +250,7 @@ class Settings:
 
     @property
     def redis_target(self) -> RedisTarget:
-        return parse_redis_url(self.redis_url or DEFAULT_REDIS_URL, "REDIS_URL")
+        return _redis_target(self.redis_url)
 
     @property
     def render_queue(self) -> str:
@@ -272,15 +263,9 @@ class Settings:
 
     @classmethod
     def read(cls, e: Env) -> Settings:
-        redis_url = e.text("REDIS_URL")
-        if redis_url is not None:
-            parse_redis_url(redis_url, "REDIS_URL")
-        cache_redis_url = e.text("RESEARCH_CACHE_REDIS_URL")
-        if cache_redis_url is not None:
-            parse_redis_url(cache_redis_url, "RESEARCH_CACHE_REDIS_URL")
         settings = cls(
-            redis_url=redis_url,
-            cache_redis_url=cache_redis_url,
+            redis_url=e.parse("REDIS_URL", None, _redis_url),
+            cache_redis_url=e.parse("RESEARCH_CACHE_REDIS_URL", None, _redis_url),
             queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
             max_jobs=e.integer("RESEARCH_MAX_JOBS", cls.max_jobs, minimum=1, maximum=MAX_JOB_SLOTS),
             search_budget=e.integer(
@@ -392,7 +377,7 @@ class ClientSettings:
 
     @property
     def redis_target(self) -> RedisTarget:
-        return parse_redis_url(self.redis_url or DEFAULT_REDIS_URL, "REDIS_URL")
+        return _redis_target(self.redis_url)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
@@ -400,11 +385,8 @@ class ClientSettings:
 
     @classmethod
     def read(cls, e: Env) -> ClientSettings:
-        redis_url = e.text("REDIS_URL")
-        if redis_url is not None:
-            parse_redis_url(redis_url, "REDIS_URL")
         return cls(
-            redis_url=redis_url,
+            redis_url=e.parse("REDIS_URL", None, _redis_url),
             queue_name=e.name("RESEARCH_QUEUE", cls.queue_name),
             wait_s=e.seconds("RESEARCH_CLIENT_WAIT_S", cls.wait_s, maximum=MAX_CLIENT_WAIT_S),
             budget_window_s=e.integer(
@@ -723,38 +705,14 @@ def _log_level(raw: str) -> str:
     return level
 
 
-def parse_redis_url(raw: str, variable: str) -> RedisTarget:
-    """Accept redis://, rediss://, unix:// and redis+sentinel://host:port,host:port/master[/db]."""
-    parts = urlsplit(raw)
-    shown = redact_url(raw)
-    if parts.scheme == "redis+sentinel":
-        hosts = []
-        for item in parts.netloc.rpartition("@")[2].split(","):
-            host, _, port = item.rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigError(f"{variable}: sentinel address {item!r} is not host:port")
-            hosts.append((host.strip("[]"), int(port)))
-        path = [p for p in parts.path.split("/") if p]
-        if not path:
-            raise ConfigError(f"{variable}: redis+sentinel URL needs a master name as its path")
-        database = _database(path[1] if len(path) > 1 else "0", variable)
-        return RedisTarget(url=raw, sentinels=tuple(hosts), sentinel_master=path[0], database=database)
-    if parts.scheme in {"redis", "rediss"}:
-        try:
-            _ = parts.port
-        except ValueError:
-            raise ConfigError(f"{variable}: {shown!r} has an invalid port") from None
-        if not parts.hostname:
-            raise ConfigError(f"{variable}: {shown!r} has no host")
-        return RedisTarget(url=raw, database=_database(parts.path.strip("/") or "0", variable))
-    if parts.scheme == "unix":
-        if not parts.path:
-            raise ConfigError(f"{variable}: {shown!r} has no socket path")
-        return RedisTarget(url=raw)
-    raise ConfigError(f"{variable}: {shown!r} is not a redis://, rediss://, unix:// or redis+sentinel:// URL")
+def _redis_url(raw: str) -> str:
+    """A Redis URL the connection can use: a bad one stops start-up, not the first connection."""
+    parse_redis_url(raw)
+    return raw
 
 
-def _database(raw: str, variable: str) -> int:
-    if not raw.isdigit():
-        raise ConfigError(f"{variable}: database {raw!r} is not a number")
-    return int(raw)
+def _redis_target(url: str | None) -> RedisTarget:
+    try:
+        return parse_redis_url(url or DEFAULT_REDIS_URL)
+    except ValueError as exc:  # settings built in code (the client's arguments) skip read()
+        raise ConfigError(f"REDIS_URL: {exc}") from None

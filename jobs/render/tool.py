@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import PageJob, menu_rule, page_of, require_on_menu, time_bound
+from jobs.fetch import PageJob, hop_rule, page_of, require_on_menu, time_bound
 from jobs.fetcher import Fetcher, FetchLimits
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
@@ -102,7 +102,7 @@ class RenderPageTool(PageJob):
             await require_on_menu(menu, job.report_id, target)
             seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
             async with time_bound(seconds, target):
-                fetched = await self._fetcher.get(target, menu_rule(menu, job.report_id))
+                fetched = await self._fetcher.get(target, hop_rule(menu, job.report_id))
         except GuardianRefusal as refusal:
             job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise

@@ -35,11 +35,12 @@ from redis.exceptions import RedisError
 import worker.dashboard.job as job
 import worker.dashboard.templating as templating
 from worker.config import Settings, redact_url
-from worker.dashboard.auth import allowed_host_names, authorized, is_loopback
+from worker.dashboard.auth import allowed_host_names, authorized
 from worker.dashboard.data import Snapshot, collect, open_redis
 from worker.dashboard.filters import BadFilter, Filters
 from worker.dashboard.views import index_context, state_document
 from worker.logs import fields
+from worker.net.serving import is_loopback
 from worker.net.serving import serve as serve_app
 
 log = logging.getLogger("research.dashboard")

@@ -12,9 +12,9 @@ import base64
 import binascii
 import hashlib
 import hmac
-import ipaddress
 
 from worker.config import Secret
+from worker.net.serving import is_loopback
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -41,15 +41,6 @@ def authorized(header: str | None, user: str, password: Secret) -> bool:
 
 def _digest(value: bytes) -> bytes:
     return hashlib.sha256(value).digest()
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def allowed_host_names(bound_host: str) -> frozenset[str] | None:

@@ -29,6 +29,7 @@ from worker.runtime.claims import parse_lease
 from worker.serialization import dumps, loads
 from worker.state import activity, budget, health, keys, menu
 from worker.state.redis_conn import redis_settings
+from worker.state.spend import org_days
 
 MAX_ROWS = 200
 WAITING_ROWS = 20
@@ -43,7 +44,6 @@ MESSAGE_PREVIEW = activity.MESSAGE_PREVIEW_CHARS
 TEXT_PREVIEW = 200
 # A replica beats every 5 s and its key lives 15 s: a beat older than two intervals means trouble.
 STALE_BEAT_S = 2 * health.INTERVAL_S
-SPEND_FIELDS = ("cost_usd", "prompt_tokens", "completion_tokens", "searches", "org_id", "usage_source", "day")
 
 
 @dataclass(frozen=True)
@@ -386,45 +386,21 @@ async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[Budget
 
 
 async def read_spend(redis: ArqRedis) -> tuple[list[SpendRow], bool]:
+    """Each organization's days, as their owner reads them (``worker.state.spend``)."""
     names, complete = await scan_keys(redis, keys.spend_org_pattern(), MAX_CANDIDATES)
-    if not names:
-        return [], complete
-    async with redis.pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.hmget(name, list(SPEND_FIELDS))
-        replies = await pipe.execute(raise_on_error=False)
-    prefix = keys.spend_org_pattern().removesuffix("*")
-    rows = []
-    for name, values in zip(names, replies, strict=True):
-        if not isinstance(values, list):
-            continue  # not a hash: written by something else, not ours to show
-        cost, prompt, completion, searches, *labels = values
-        # The hash names its own org, source and day; the key is the fallback, split from the
-        # right because the day and the source carry no colon.
-        org, source, day = (
-            decode.text(label) if label is not None else parsed
-            for label, parsed in zip(labels, _split_spend_key(name.removeprefix(prefix)), strict=True)
+    rows = [
+        SpendRow(
+            day=decode.short(row["day"], 40),
+            org=decode.short(row["org_id"], TEXT_PREVIEW),
+            usage_source=decode.short(row["usage_source"], TEXT_PREVIEW),
+            searches=row["searches"],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            cost_usd=row["cost_usd"],
         )
-        rows.append(
-            SpendRow(
-                day=decode.short(day, 40),
-                org=decode.short(org, TEXT_PREVIEW),
-                usage_source=decode.short(source, TEXT_PREVIEW),
-                searches=decode.integer(searches),
-                prompt_tokens=decode.integer(prompt),
-                completion_tokens=decode.integer(completion),
-                cost_usd=decode.number(cost) or 0.0,
-            )
-        )
-    rows.sort(key=lambda row: (row.day, row.cost_usd), reverse=True)
+        for row in await org_days(redis, names)
+    ]
     return rows[:MAX_ROWS], complete and len(rows) <= MAX_ROWS
-
-
-def _split_spend_key(rest: str) -> tuple[str, str, str]:
-    parts = rest.rsplit(":", 2)
-    if len(parts) == 3:
-        return parts[0], parts[1], parts[2]
-    return rest, "", ""
 
 
 async def _read_jobs(redis: ArqRedis, job_ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], int | None]]:

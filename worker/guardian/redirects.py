@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import yarl
 
-from worker.errors import DestinationBlocked, UrlNotInMenu
+from worker.errors import DestinationBlocked
 from worker.guardian.reasons import Reason
 from worker.guardian.urls import (
     SCHEME,
@@ -19,17 +19,16 @@ from worker.limits import MAX_URL_LENGTH
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-# May a fetch follow a redirect from the first target to the second? The report's menu rule
-# (jobs/fetch.py's menu_rule), asked for every hop to another site, by the fetcher as it follows
-# the hops and by the page cache for hops another report's fetch followed.
-HopRule = Callable[[Target, Target], Awaitable[bool]]
+# The report's rule for a redirect to another site (jobs/fetch.py's hop_rule): it returns when the
+# hop may be followed and raises the refusal (url_not_in_menu, domain_not_allowed, ...) when not.
+# Asked for every hop to another site, by the fetcher as it follows the hops and by the page cache
+# for hops another report's fetch followed.
+HopRule = Callable[[Target, Target], Awaitable[None]]
 
 
-def hop_refused(following: Target) -> UrlNotInMenu:
-    """The refusal of a redirect to another site whose URL the report has not seen."""
-    return UrlNotInMenu(
-        f"the page redirected to another site, {following.host}, whose URL this report has not seen"
-    )
+async def follow_any(current: Target, following: Target) -> None:
+    """The hop rule of a fetch no report asked for (robots.txt, which RFC 9309 follows across
+    sites): every hop is followed, and the guardian still judges each one."""
 
 
 def next_hop(current: Target, location: str, policy: ClassifiesAddresses) -> Target:

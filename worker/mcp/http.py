@@ -21,7 +21,6 @@ another token presenting its id is answered as if the session did not exist.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import math
 import time
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from worker.client import ResearchClient
 from worker.config import Settings
 from worker.mcp.tokens import Caller, Tokens
 from worker.mcp.tools import PROGRESS_EVERY_S, Billing, BillingOf, build_server
+from worker.net.serving import is_loopback
 
 PATH: Final = "/mcp"
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -158,7 +158,7 @@ def transport_security(host: str, origins: tuple[str, ...]) -> TransportSecurity
     """The SDK's Host check where it is meaningful: a server bound to loopback answers only to
     loopback names (a rebinding page's Host is its own name). Bound elsewhere, the operator's
     proxy decides which names reach it."""
-    if not _is_loopback(host):
+    if not is_loopback(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     names = ["127.0.0.1", "localhost", "[::1]"]
     return TransportSecuritySettings(
@@ -166,15 +166,6 @@ def transport_security(host: str, origins: tuple[str, ...]) -> TransportSecurity
         allowed_hosts=[*names, *(f"{name}:*" for name in names)],
         allowed_origins=list(origins),
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def build_app(

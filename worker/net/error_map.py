@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import ssl
+from collections.abc import Callable
 
 import aiohttp
 
@@ -24,6 +25,9 @@ from worker.errors import (
     Timeout,
 )
 from worker.guardian.connector import SocketRefused
+
+# How one foreign exception becomes an error of the tree, given the peer's name.
+Translate = Callable[[BaseException, str], ResearchError]
 
 # OpenSSL's verification codes that a fetch meets in practice, in our words; others by number.
 CERTIFICATE_PROBLEMS: dict[int, str] = {
@@ -61,41 +65,30 @@ def _certificate(exc: BaseException, peer: str) -> ResearchError:
     return ConnectionFailed(f"TLS: the certificate of {peer} was not accepted: {problem}")
 
 
-def _tls(exc: BaseException, peer: str) -> ResearchError:
-    return ConnectionFailed(f"TLS: the handshake with {peer} failed")
-
-
 def _connector(exc: BaseException, peer: str) -> ResearchError:
     cause = getattr(exc, "os_error", None)
     if isinstance(cause, SocketRefused):
-        return DestinationBlocked(f"{cause.address} is refused: {cause.detail}", reason=cause.reason)
+        return _refused(cause)
     return ConnectionFailed(f"could not connect to {peer}: {_system_words(cause or exc)}")
-
-
-def _dns(exc: BaseException, peer: str) -> ResearchError:
-    return DnsFailure(f"{peer} does not resolve")
-
-
-def _disconnected(exc: BaseException, peer: str) -> ResearchError:
-    return ConnectionFailed(f"{peer} closed the connection before the answer was complete")
-
-
-def _stalled(exc: BaseException, peer: str) -> ResearchError:
-    return Timeout(f"{peer} stopped sending")
-
-
-def _not_http(exc: BaseException, peer: str) -> ResearchError:
-    return ConnectionFailed(f"{peer} sent a response that is not valid HTTP")
-
-
-def _payload(exc: BaseException, peer: str) -> ResearchError:
-    return ConnectionFailed(f"the body from {peer} broke off or could not be decoded")
 
 
 def _os(exc: BaseException, peer: str) -> ResearchError:
     if isinstance(exc, SocketRefused):
-        return DestinationBlocked(f"{exc.address} is refused: {exc.detail}", reason=exc.reason)
+        return _refused(exc)
     return ConnectionFailed(f"the connection to {peer} failed: {_system_words(exc)}")
+
+
+def _refused(refusal: SocketRefused) -> ResearchError:
+    """The guardian refused the socket's address (``worker.guardian.connector``): said as it said it."""
+    return DestinationBlocked(f"{refusal.address} is refused: {refusal.detail}", reason=refusal.reason)
+
+
+def _says(error: type[ResearchError], words: str) -> Translate:
+    """A translation that names only the peer: ``words`` with ``{peer}`` filled in."""
+    return lambda exc, peer: error(words.format(peer=peer))
+
+
+_tls = _says(ConnectionFailed, "TLS: the handshake with {peer} failed")
 
 
 def _system_words(exc: BaseException) -> str:
@@ -108,15 +101,21 @@ def _system_words(exc: BaseException) -> str:
 
 # Most specific first: aiohttp's classes inherit from each other (a certificate error is an SSL
 # error is a connector error is an OS error).
-_TABLE = (
+_TABLE: tuple[tuple[type[BaseException], Translate], ...] = (
     (aiohttp.ClientConnectorCertificateError, _certificate),
     (aiohttp.ClientSSLError, _tls),
-    (aiohttp.ClientConnectorDNSError, _dns),
+    (aiohttp.ClientConnectorDNSError, _says(DnsFailure, "{peer} does not resolve")),
     (aiohttp.ClientConnectorError, _connector),
-    (aiohttp.ServerDisconnectedError, _disconnected),
-    (aiohttp.ServerTimeoutError, _stalled),
-    (aiohttp.ClientResponseError, _not_http),
-    (aiohttp.ClientPayloadError, _payload),
+    (
+        aiohttp.ServerDisconnectedError,
+        _says(ConnectionFailed, "{peer} closed the connection before the answer was complete"),
+    ),
+    (aiohttp.ServerTimeoutError, _says(Timeout, "{peer} stopped sending")),
+    (aiohttp.ClientResponseError, _says(ConnectionFailed, "{peer} sent a response that is not valid HTTP")),
+    (
+        aiohttp.ClientPayloadError,
+        _says(ConnectionFailed, "the body from {peer} broke off or could not be decoded"),
+    ),
     (ssl.SSLError, _tls),
     (aiohttp.ClientOSError, _os),
     (OSError, _os),

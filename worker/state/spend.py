@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -188,49 +189,74 @@ async def org_spend(
 ) -> list[dict[str, Any]]:
     """One row per organization, usage source and UTC day over the last ``days`` days (today included).
 
-    ``usage_source`` None means every source. Rows come newest day first, then by cost, highest
-    first. Each row: ``day``, ``org_id``, ``usage_source`` and the counters of ``report_spend``.
+    ``usage_source`` None means every source. Rows come as ``org_days`` gives them.
     """
     today = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     wanted_days = {utc_day(today - dt.timedelta(days=back)) for back in range(max(days, 0))}
-    found = [key async for key in redis.scan_iter(match=keys.spend_org_pattern(), count=1000)]
-    if not found or not wanted_days:
+    found = [_text(key) async for key in redis.scan_iter(match=keys.spend_org_pattern(), count=1000)]
+    return [
+        row
+        for row in await org_days(redis, found)
+        if row["day"] in wanted_days and usage_source in (None, row["usage_source"])
+    ]
+
+
+async def org_days(redis: Redis, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The organization days stored at ``names`` (keys listed by ``keys.spend_org_pattern()``).
+
+    Rows come newest day first, then by cost, highest first. Each row: ``day``, ``org_id``,
+    ``usage_source`` and the counters of ``report_spend``. A key that is not a spend hash (something
+    else wrote under the prefix) is passed over, and a figure that is not a number reads as zero.
+    """
+    if not names:
         return []
     async with redis.pipeline(transaction=False) as pipe:
-        for key in found:
-            pipe.hgetall(key)
-        hashes = await pipe.execute()
+        for name in names:
+            pipe.hgetall(name)
+        replies = await pipe.execute(raise_on_error=False)
+    prefix = keys.spend_org_pattern().removesuffix("*")
     rows = []
-    for raw in hashes:
+    for name, raw in zip(names, replies, strict=True):
+        if not isinstance(raw, dict):
+            continue
         text = {_text(k): _text(v) for k, v in raw.items()}
-        if text.get("day") not in wanted_days:
-            continue
-        if usage_source is not None and text.get("usage_source") != usage_source:
-            continue
-        rows.append(
-            {
-                "day": text["day"],
-                "org_id": text.get("org_id", ""),
-                "usage_source": text.get("usage_source", ""),
-            }
-            | _counters(raw)
-        )
+        # The hash names its own org, source and day; the key is the fallback, split from the
+        # right because the day and the source carry no colon.
+        org, source, day = _split_org_key(name.removeprefix(prefix))
+        labels = {"day": text.get("day", day), "org_id": text.get("org_id", org)}
+        rows.append(labels | {"usage_source": text.get("usage_source", source)} | _counters(raw))
     rows.sort(key=lambda row: (row["day"], row["cost_usd"]), reverse=True)
     return rows
 
 
+def _split_org_key(rest: str) -> tuple[str, str, str]:
+    parts = rest.rsplit(":", 2)
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    return rest, "", ""
+
+
 def _counters(raw: dict[Any, Any]) -> dict[str, Any]:
     text = {_text(k): _text(v) for k, v in raw.items()}
-    counters: dict[str, Any] = {"cost_usd": round(float(text.get("cost_usd") or 0), 10)}
+    counters: dict[str, Any] = {"cost_usd": round(_figure(text.get("cost_usd")), 10)}
     for name in COUNTERS[1:]:
-        counters[name] = int(text.get(name) or 0)
+        counters[name] = int(_figure(text.get(name)))
     counters["by_provider"] = {
-        name.removeprefix(BY_PROVIDER): int(value)
+        name.removeprefix(BY_PROVIDER): int(_figure(value))
         for name, value in sorted(text.items())
         if name.startswith(BY_PROVIDER)
     }
     return counters
 
 
+def _figure(value: str | None) -> float:
+    """A stored counter; zero for a missing one or one something else wrote as garbage."""
+    try:
+        found = float(value or 0)
+    except ValueError:
+        return 0.0
+    return found if math.isfinite(found) else 0.0
+
+
 def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -27,46 +27,33 @@ VOID = frozenset(
     }
 )
 
-# Elements whose start and end end a line of text.
-BLOCK = frozenset(
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+# A start tag among these closes an open <p> (the standard's "close a p element").
+CLOSES_P = HEADINGS | frozenset(
     {
         "address",
         "article",
         "aside",
         "blockquote",
-        "caption",
         "center",
-        "dd",
         "details",
         "dialog",
         "dir",
         "div",
         "dl",
-        "dt",
         "fieldset",
         "figcaption",
         "figure",
         "footer",
         "form",
-        "frameset",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
         "header",
         "hgroup",
         "hr",
-        "legend",
-        "li",
         "listing",
         "main",
         "menu",
         "nav",
         "ol",
-        "optgroup",
-        "option",
         "p",
         "plaintext",
         "pre",
@@ -74,17 +61,19 @@ BLOCK = frozenset(
         "section",
         "summary",
         "table",
-        "tbody",
-        "textarea",
-        "tfoot",
-        "thead",
-        "tr",
         "ul",
         "xmp",
+        "dd",
+        "dt",
+        "li",
     }
 )
+# Elements whose start and end end a line of text: every element whose start closes a <p>, and
+# the parts of tables, forms and framesets that stand on lines of their own.
+BLOCK = CLOSES_P | frozenset(
+    {"caption", "frameset", "legend", "optgroup", "option", "tbody", "textarea", "tfoot", "thead", "tr"}
+)
 CELLS = frozenset({"td", "th"})
-HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
 # Content never shown as text: scripts and styles, inert templates, embedded documents and their
 # fallback, media, and the suggestions of a text field. (svg and math are foreign content, and a
@@ -106,7 +95,7 @@ DROPPED = frozenset(
     }
 )
 # An HTML start tag among these ends open svg or math content ("breaks out" of foreign content).
-BREAKOUT = frozenset(
+BREAKOUT = HEADINGS | frozenset(
     {
         "b",
         "big",
@@ -121,12 +110,6 @@ BREAKOUT = frozenset(
         "dt",
         "em",
         "embed",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
         "head",
         "hr",
         "i",
@@ -158,52 +141,6 @@ BREAKOUT = frozenset(
 RCDATA = frozenset({"title", "textarea"})
 RAWTEXT = frozenset({"style", "xmp", "iframe", "noembed", "noframes", "noscript"})
 
-# A start tag among these closes an open <p> (the standard's "close a p element").
-CLOSES_P = frozenset(
-    {
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "center",
-        "details",
-        "dialog",
-        "dir",
-        "div",
-        "dl",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "listing",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "plaintext",
-        "pre",
-        "search",
-        "section",
-        "summary",
-        "table",
-        "ul",
-        "xmp",
-        "dd",
-        "dt",
-        "li",
-    }
-)
 # End tags stop looking for their element at these (the standard's "has an element in scope"), and
 # at the integration points of svg and math (open_elements.SCOPING).
 SCOPE_BOUNDARY = frozenset(

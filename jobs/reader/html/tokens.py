@@ -338,16 +338,7 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
             self.currentToken["name"] += _no_nul(run)
             if self._at_chunk_end():
                 return True
-        data = self.stream.char()
-        if data == ">":
-            self.emitCurrentToken()
-        elif data == "/":
-            self.state = self.selfClosingStartTagState
-        elif data is EOF:
-            self.state = self.dataState
-        else:
-            self.state = self.beforeAttributeNameState
-        return True
+        return self._after_name(self.stream.char(), self.beforeAttributeNameState)
 
     def attributeNameState(self) -> bool:
         attribute = self.currentToken["data"][-1]
@@ -361,14 +352,20 @@ class StreamingTokenizer(HTMLTokenizer):  # type: ignore[misc]
         data = self.stream.char()
         if data == "=":
             self.state = self.beforeAttributeValueState
-        elif data == ">":
+            return True
+        return self._after_name(data, self.afterAttributeNameState)
+
+    def _after_name(self, data: object, otherwise: Callable[[], bool]) -> bool:
+        """The character after a tag's or an attribute's name: the tag ends, closes itself, the
+        input ends, or ``otherwise`` reads on."""
+        if data == ">":
             self.emitCurrentToken()
         elif data == "/":
             self.state = self.selfClosingStartTagState
         elif data is EOF:
             self.state = self.dataState
         else:
-            self.state = self.afterAttributeNameState
+            self.state = otherwise
         return True
 
     def attributeValueDoubleQuotedState(self) -> bool:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, cast
 from redis.exceptions import RedisError
 
 from worker.errors import HttpStatus, ResearchError, Timeout
-from worker.guardian.redirects import HopRule, hop_refused
+from worker.guardian.redirects import HopRule
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -239,11 +239,9 @@ class PageCache:
     ) -> Served:
         hops: list[Hop] = []
 
-        async def recording(current: Target, following: Target) -> bool:
-            allowed = await may_follow(current, following)
-            if allowed:
-                hops.append((current.url, following.url))
-            return allowed
+        async def recording(current: Target, following: Target) -> None:
+            await may_follow(current, following)
+            hops.append((current.url, following.url))
 
         async def renew() -> object:
             return await self._renew(keys=[lease], args=[token, LEASE_MS])
@@ -335,9 +333,7 @@ def _about(outcome: Page | Failure, target: Target) -> bool:
 async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
     for came_from, went_to in outcome.hops:
-        current, following = parse_https_url(came_from), parse_https_url(went_to)
-        if not await may_follow(current, following):
-            raise hop_refused(following)
+        await may_follow(parse_https_url(came_from), parse_https_url(went_to))
     if isinstance(outcome, Failure):
         raise outcome.error()
     return Served(outcome, source)
