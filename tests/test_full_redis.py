@@ -195,6 +195,15 @@ async def fill(redis: aioredis.Redis, token: str, start: int = 0) -> int:
     return count - start
 
 
+async def stay_full(redis: aioredis.Redis) -> int:
+    """Lower maxmemory well under what a full Redis uses, so that no dip in its memory lets a
+    write in; returns the limit to put back."""
+    limit = int((await redis.config_get("maxmemory"))["maxmemory"])
+    used = int((await redis.info("memory"))["used_memory"])
+    await redis.config_set("maxmemory", max(used - 512 * 1024, 1024 * 1024))
+    return limit
+
+
 async def test_a_truly_full_redis_is_the_clients_own_exception_and_the_commands_exit_6(
     tmp_path: Path,
     ca: TestCA,
@@ -262,6 +271,9 @@ async def test_a_job_whose_result_cannot_be_stored_gives_its_charge_back(
                 while not await redis.hget(keys.budget(report), "fetch"):
                     await asyncio.sleep(0.05)
                 fillers = await fill(redis, token)
+                # Full must stay full while the job writes: a dip in used memory (a key expiring,
+                # a freed buffer) would let the result in, and then it is stored and rightly kept.
+                limit = await stay_full(redis)
                 release.set()
                 refunded = False
                 for _ in range(300):  # the result's write tries (about 11 s), then the refund
@@ -269,6 +281,7 @@ async def test_a_job_whose_result_cannot_be_stored_gives_its_charge_back(
                         refunded = True
                         break
                     await asyncio.sleep(0.1)
+                await redis.config_set("maxmemory", limit)
                 for n in range(fillers):
                     await redis.delete(f"filler:{token}:{n}")
                 result = await job
