@@ -146,6 +146,7 @@ class Claimed:
     payload: bytes | None
     job_try: int = 1
     standing: bytes | None = None
+    sent_at: float = 0.0  # time.monotonic() before the claim was sent: the lease is no older
 
 
 # What every claim does to one job, in the claim's own script: take the lease (SET NX, so a job
@@ -269,20 +270,20 @@ class Claimer:
         A queue member whose id is not UTF-8 comes back as its raw bytes: it cannot name a result
         key, and the worker only removes it.
         """
-        now_ms = int(time.time() * 1000)
+        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
         flat = await self._due_script(
             keys=[self._queue_name], args=[*self._shared(now_ms), wanted, DUE_SCAN_LIMIT]
         )
-        return _claims(flat)
+        return _claims(flat, sent_at)
 
     async def claim_woken(self, job_id: bytes | str, more: int) -> list[Claimed | bytes]:
         """Claim the woken job and those of up to ``more`` further wake tokens, as they are due and free."""
-        now_ms = int(time.time() * 1000)
+        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
         flat = await self._woken_script(
             keys=[self._queue_name, keys.wake(self._queue_name)],
             args=[*self._shared(now_ms), job_id, max(0, more), now_ms + WOKEN_SKEW_MS],
         )
-        return _claims(flat)
+        return _claims(flat, sent_at)
 
     async def claim(self, job_id: str) -> Claimed | None:
         """The claimed job when this worker now holds it, None when another has it or it is gone."""
@@ -290,12 +291,14 @@ class Claimer:
         return next((c for c in claimed if isinstance(c, Claimed)), None)
 
 
-def _claims(flat: Any) -> list[Claimed | bytes]:
+def _claims(flat: Any, sent_at: float) -> list[Claimed | bytes]:
     rows = list(flat)
-    return [_claimed(*rows[i : i + CLAIM_FIELDS]) for i in range(0, len(rows), CLAIM_FIELDS)]
+    return [_claimed(*rows[i : i + CLAIM_FIELDS], sent_at) for i in range(0, len(rows), CLAIM_FIELDS)]
 
 
-def _claimed(raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any) -> Claimed | bytes:
+def _claimed(
+    raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any, sent_at: float
+) -> Claimed | bytes:
     try:
         job_id = bytes(raw_id).decode()
     except UnicodeDecodeError:
@@ -306,6 +309,7 @@ def _claimed(raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any) -
         None if payload is None else bytes(payload),
         int(tries),
         None if standing is None else bytes(standing),
+        sent_at,
     )
 
 
