@@ -1,12 +1,16 @@
 """The per-report index: which archive records a report's results cite, in the order they came.
 
-A Redis list of record ids (``keys.archive_report``) with the budget window's time to live, renewed
-on each entry, so a report's evidence can be exported while its budget window lasts (the records
-themselves stay for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
+A Redis list of record ids (``keys.archive_report``) that outlives the report's last entry by at
+least its budget window (each worker renews its time to live at most once a minute per report), so
+a report's evidence can be exported while its budget window lasts (the records themselves stay
+for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from worker.archive.ids import parse_record_id
@@ -17,15 +21,47 @@ if TYPE_CHECKING:
 
 # More entries than a report's budgets allow is not a report: the list stops growing there.
 MAX_ENTRIES = 10_000
+# A worker renews a report's index's time to live at most this often (and whenever its entry
+# starts the list), to the window plus twice this: the list outlives its last entry by the window.
+RENEW_EVERY_S = 60.0
+# Reports whose renewal this worker remembers; one forgotten is only renewed again.
+REMEMBERED = 4096
+
+# KEYS[1]: the report's index. ARGV: 1 the record id, 2 the most entries, 3 the list's time to live
+# in seconds, 4 '1' to renew it. One script, so the entry never lands without the list's expiry:
+# one command for an entry the list has room for, when its time to live was renewed in the last
+# minute; the cut (LTRIM) only once the list is past its bound.
+INDEX_SCRIPT = """
+local length = redis.call('RPUSH', KEYS[1], ARGV[1])
+if length > tonumber(ARGV[2]) then
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+if length == 1 or ARGV[4] == '1' then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return length
+"""
 
 
-async def add(redis: Redis, report_id: str, record: str, window_s: int) -> None:
-    key = keys.archive_report(report_id)
-    async with redis.pipeline(transaction=True) as tx:
-        tx.rpush(key, record)
-        tx.ltrim(key, 0, MAX_ENTRIES - 1)
-        tx.expire(key, window_s)
-        await tx.execute()
+class ReportIndex:
+    """One worker's writes to the reports' indexes."""
+
+    def __init__(self, redis: Redis, window_s: int) -> None:
+        self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
+        self._script = redis.register_script(INDEX_SCRIPT)
+        self._renewed: OrderedDict[str, float] = OrderedDict()  # report id -> when (monotonic)
+
+    async def add(self, report_id: str, record: str) -> None:
+        now = time.monotonic()
+        renew = now - self._renewed.get(report_id, -math.inf) >= RENEW_EVERY_S
+        await self._script(
+            keys=[keys.archive_report(report_id)], args=[record, MAX_ENTRIES, self._ttl_s, int(renew)]
+        )
+        if renew:
+            self._renewed[report_id] = now
+            self._renewed.move_to_end(report_id)
+            while len(self._renewed) > REMEMBERED:
+                self._renewed.popitem(last=False)
 
 
 async def cited(redis: Redis, report_id: str) -> list[str]:

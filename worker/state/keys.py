@@ -7,6 +7,8 @@ can never be steered into another report's namespace.
 
 from __future__ import annotations
 
+import hashlib
+
 PREFIX = "research:"
 
 
@@ -184,9 +186,11 @@ def document_meta(digest: str) -> str:
     return f"{PREFIX}doc-meta:{digest}"
 
 
-def documents(report_id: str) -> str:
-    """A hash per report: which kept document each (extract, canonical URL) it fetched reads from."""
-    return f"{PREFIX}docs:{report_id}"
+def document_note(report_id: str, extract: str, url: str) -> str:
+    """Which kept document a report's fetch of (extract, canonical URL) reads from: its digest, a
+    string per note, so one SET with its time to live writes it."""
+    digest = hashlib.sha256(f"{extract}\n{url}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{PREFIX}doc-note:{report_id}:{digest}"
 
 
 def domains(report_id: str) -> str:

@@ -293,6 +293,7 @@ class PageCache:
                     MAX_PRUNE,
                     self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
                     int(renew),
+                    LEASE_MS,
                 ],
             )
             if renew:

@@ -6,7 +6,8 @@
 -- ARGV: 1 token, 2 the outcome, 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in
 -- bytes, 6 the done list's ms, 7 the most evictions, 8 the most expired index entries to drop,
 -- 9 how long the bookkeeping keys live (ms: longer than any entry, so they outlive every entry they
--- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute).
+-- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute),
+-- 11 the flight lease's ms.
 -- Returns 1 when the entry was kept.
 --
 -- One script, so a newcomer never sees the lease gone before the page is in the cache (it would
@@ -78,10 +79,14 @@ end
 -- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
 -- pushed to the done list only when somebody waits for it (or the lease is no longer this job's,
 -- when a waiter may be watching the done list too).
-local holder = redis.call('GET', KEYS[2])
+--
+-- GETDEL reads and ends the lease in one command. When the lease is no longer this job's (it
+-- lapsed and another job leads the flight now), it goes back at once, in this same step, with a
+-- whole lease time: the new leader renews it to that every beat anyway.
+local holder = redis.call('GETDEL', KEYS[2])
 local mine = holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1]
-if mine then
-  redis.call('DEL', KEYS[2])
+if holder and not mine then
+  redis.call('SET', KEYS[2], holder, 'PX', ARGV[11])
 end
 if not mine or #holder > #ARGV[1] then
   redis.call('RPUSH', KEYS[3], ARGV[2])

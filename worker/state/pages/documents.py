@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
+import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +36,7 @@ from redis.exceptions import RedisError
 from worker.logs import fields
 from worker.state import keys
 from worker.state.memory import relieving
+from worker.state.pages.cache import BOOKKEEPING_RENEW_S
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
 
@@ -49,48 +52,62 @@ VERSION = 2
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 MAX_EVICTIONS = 64
 
-# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's map of
-# the documents it read. ARGV: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
-# 5 the most evictions, 6 the report's field for this document, 7 its digest. Returns 1 when kept.
+# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's note
+# of the document it read. ARGV: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
+# 5 the most evictions, 6 the document's digest, 7 how long the bookkeeping keys live (ms: longer
+# than any document), 8 '1' to renew the bookkeeping's time to live (each worker does at most once a
+# minute). Returns 1 when kept.
+#
 # One script, so the text is indexed and counted in the same step it is written (the bookkeeping
 # never misses bytes it holds), and room is made by dropping the documents closest to expiry, each
-# only while it is still the text its member counted (STRLEN). The record is small, beside it.
+# only while it is still the text its member counted (STRLEN). The record and the report's note are
+# small, beside it. As in the page cache's store (cache_finish.lua), the size travels in the index
+# member, so one ZADD indexes and sizes the text and one INCRBY counts it: the common keep is seven
+# commands. Its first write is the ZADD, so a full Redis refuses it before anything is written.
 KEEP_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local size = string.len(ARGV[1])
-local total = tonumber(redis.call('GET', KEYS[4]) or '0')
-local evicted = 0
-while total + size > tonumber(ARGV[4]) and evicted < tonumber(ARGV[5]) do
+local bound = tonumber(ARGV[4])
+local mine = KEYS[1] .. '|' .. size
+local grown = 0
+if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), mine) == 1 then
+  grown = size
+end
+local total = redis.call('INCRBY', KEYS[4], grown)
+local freed, evicted = 0, 0
+while total - freed > bound and evicted < tonumber(ARGV[5]) do
   local oldest = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #oldest == 0 then
+  if #oldest == 0 or oldest[1] == mine then
     break
   end
   local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
-  key = key or oldest[1]
-  if redis.call('STRLEN', key) == tonumber(bytes or '0') then
+  key, bytes = key or oldest[1], tonumber(bytes or '0')
+  redis.call('ZREM', KEYS[3], oldest[1])
+  if redis.call('STRLEN', key) == bytes then
     redis.call('UNLINK', key)
   end
-  redis.call('ZREM', KEYS[3], oldest[1])
-  total = total - tonumber(bytes or '0')
+  freed = freed + bytes
   evicted = evicted + 1
 end
-if total + size > tonumber(ARGV[4]) then
-  redis.call('SET', KEYS[4], math.max(total, 0))
-  return 0
+local kept = 0
+if total - freed <= bound then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', KEYS[5], ARGV[6], 'PX', ARGV[3])
+  kept = 1
+else
+  redis.call('ZREM', KEYS[3], mine)
+  freed = freed + size
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), KEYS[1] .. '|' .. size) == 1 then
-  total = total + size
+if freed > 0 then
+  redis.call('DECRBY', KEYS[4], math.min(freed, total))
 end
-redis.call('SET', KEYS[4], math.max(total, 0), 'PX', ARGV[3])
-if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) / 2 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+if ARGV[8] == '1' or total == grown then
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
 end
-redis.call('HSET', KEYS[5], ARGV[6], ARGV[7])
-redis.call('PEXPIRE', KEYS[5], ARGV[3])
-return 1
+return kept
 """
 
 
@@ -159,6 +176,7 @@ class KeptDocuments:
         self._ttl_s = ttl_s
         self._queue = queue_name
         self._keep = redis.register_script(KEEP_SCRIPT)
+        self._bookkeeping_renewed = -math.inf
 
     async def keep(
         self,
@@ -190,16 +208,18 @@ class KeptDocuments:
             keys.document_meta(digest),
             keys.document_index(self._queue),
             keys.document_bytes(self._queue),
-            keys.documents(noted_for[0]),
+            keys.document_note(*noted_for),
         ]
+        renew = time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
         args: list[bytes | int | str] = [
             body,
             orjson.dumps(meta),
             self._ttl_s * 1000,
             MAX_DOCUMENT_BYTES,
             MAX_EVICTIONS,
-            _field(noted_for[1], noted_for[2]),
             digest,
+            self._ttl_s * 1000 + int(2 * BOOKKEEPING_RENEW_S * 1000),
+            int(renew),
         ]
         try:
             kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keys_, args=args))
@@ -209,22 +229,21 @@ class KeptDocuments:
                 extra=fields(url=page.url, bytes=len(body), error=type(exc).__name__),
             )
             return None
+        if renew:
+            self._bookkeeping_renewed = time.monotonic()
         return digest if kept else None
 
     async def remember(self, report_id: str, extract: str, url: str, digest: str) -> None:
         """Note that this report read ``digest`` for (extract, url), for the report's window."""
         try:
-            async with self._redis.pipeline(transaction=True) as tx:
-                tx.hset(keys.documents(report_id), _field(extract, url), digest)
-                tx.expire(keys.documents(report_id), self._ttl_s)
-                await tx.execute()
+            await self._redis.set(keys.document_note(report_id, extract, url), digest, ex=self._ttl_s)
         except (RedisError, OSError) as exc:
             log.warning("a report's kept document could not be noted", extra=fields(error=type(exc).__name__))
 
     async def lookup(self, report_id: str, extract: str, url: str) -> Kept | Gone | None:
         """The document this report read for (extract, url); GONE when no longer kept; None when the
         report never fetched it."""
-        digest = await self._redis.hget(keys.documents(report_id), _field(extract, url))  # type: ignore[misc]
+        digest = await self._redis.get(keys.document_note(report_id, extract, url))
         if digest is None:
             return None
         kept = await self.lookup_digest(digest.decode() if isinstance(digest, bytes) else str(digest))
@@ -251,10 +270,6 @@ class KeptDocuments:
         except (zlib.error, UnicodeDecodeError):
             return None
         return joined[start - first * CHUNK_CHARS : end - first * CHUNK_CHARS]
-
-
-def _field(extract: str, url: str) -> str:
-    return f"{extract}\n{url}"
 
 
 def _kept(digest: str, raw: bytes) -> Kept | None:
