@@ -198,7 +198,8 @@ async def test_a_beat_renews_only_the_leases_a_beat_old(
     assert await redis.pttl(in_progress_key_prefix + young) <= 1_000  # too young to need it
     clock.now += leases.renew_every_s / 2
     assert await leases.renew() == set()
-    assert await redis.pttl(in_progress_key_prefix + young) <= 1_000  # old renewed just now; young still not a beat old
+    # The old one was renewed just now; the young one is still not a beat old.
+    assert await redis.pttl(in_progress_key_prefix + young) <= 1_000
     clock.now += leases.renew_every_s / 2
     assert await leases.renew() == set()
     assert await redis.pttl(in_progress_key_prefix + young) > 1_000

@@ -293,12 +293,11 @@ class Claimer:
 
 def _claims(flat: Any, sent_at: float) -> list[Claimed | bytes]:
     rows = list(flat)
-    return [_claimed(*rows[i : i + CLAIM_FIELDS], sent_at) for i in range(0, len(rows), CLAIM_FIELDS)]
+    return [_claimed(rows[i : i + CLAIM_FIELDS], sent_at) for i in range(0, len(rows), CLAIM_FIELDS)]
 
 
-def _claimed(
-    raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any, sent_at: float
-) -> Claimed | bytes:
+def _claimed(row: list[Any], sent_at: float) -> Claimed | bytes:
+    raw_id, score, payload, tries, standing = row
     try:
         job_id = bytes(raw_id).decode()
     except UnicodeDecodeError:

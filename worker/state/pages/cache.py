@@ -49,7 +49,8 @@ from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
-from worker.state.memory import CacheRoom, relieving
+from worker.state.memory import BOOKKEEPING_RENEW_S, CacheRoom, relieving
+from worker.state.pages.documents import KEEP_FUNCTION, Keeping
 from worker.state.pages.entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
@@ -109,11 +110,9 @@ end
 return 0
 """
 
-# The end of a flight: worker/state/pages/cache_finish.lua says what it does.
-FINISH_SCRIPT = (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
-# How often one worker renews the cache's bookkeeping keys' time to live, which is the longest
-# entry's plus twice this: the bookkeeping always outlives the entries it counts.
-BOOKKEEPING_RENEW_S = 60.0
+# The end of a flight, with the keep of a leading fetch's document: worker/state/pages/cache_finish.lua
+# says what it does.
+FINISH_SCRIPT = KEEP_FUNCTION + (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
 # How often a worker checks Redis's headroom while it fetches nothing (worker.state.memory).
 HEADROOM_CHECK_S = 1.0
 
@@ -126,10 +125,12 @@ class ServedFrom(StrEnum):
 
 @dataclass(frozen=True)
 class Fresh:
-    """What a fetch produced: the page, and whether its response allows keeping it."""
+    """What a fetch produced: the page, whether its response allows keeping it, and its whole
+    document ready to keep (kept as the flight ends, in the same step; alone with the cache off)."""
 
     page: Page
     storable: bool
+    keeping: Keeping | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,8 @@ class PageCache:
         """
         if not self.enabled:
             fetched = await fetch(may_follow)
+            if fetched.keeping is not None:
+                await fetched.keeping.keep()
             return Served(fetched.page, ServedFrom.FETCHED)
         await self._room.keep_headroom()
         digest = url_digest(target.url)
@@ -264,43 +267,68 @@ class PageCache:
             await asyncio.shield(self._publish(entry, lease, token, Abandoned(), 0))
             raise
         page = replace(fetched.page, hops=tuple(hops))
-        await self._publish(entry, lease, token, page, self._ttl_ms if fetched.storable else 0)
+        keep_ms = self._ttl_ms if fetched.storable else 0
+        await self._publish(entry, lease, token, page, keep_ms, fetched.keeping)
         return Served(page, ServedFrom.FETCHED)
 
-    async def _publish(self, entry: str, lease: str, token: str, outcome: Outcome, keep_ms: int) -> None:
-        """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
+    async def _publish(
+        self,
+        entry: str,
+        lease: str,
+        token: str,
+        outcome: Outcome,
+        keep_ms: int,
+        keeping: Keeping | None = None,
+    ) -> None:
+        """End the flight: the outcome to its waiters, into the cache when ``keep_ms`` > 0, and the
+        fetch's document kept (``keeping``), all in one step."""
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
         renew = keep and time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
-        bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
+        bound, room = await self._room.limits(MAX_CACHE_BYTES) if keep else (MAX_CACHE_BYTES, None)
+        keys_ = [
+            entry,
+            lease,
+            keys.page_flight_done(self._queue, token),
+            keys.page_index(self._queue),
+            keys.page_bytes(self._queue),
+        ]
+        args: list[bytes | int | str] = [
+            token,
+            payload,
+            int(keep),
+            keep_ms,
+            bound,
+            DONE_TTL_MS,
+            MAX_EVICTIONS,
+            MAX_PRUNE,
+            self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
+            int(renew),
+            LEASE_MS,
+            "" if room is None else room,
+        ]
+        if keeping is not None:
+            keys_ += keeping.keys
+            args += keeping.args
         try:
-            await self._finish(
-                keys=[
-                    entry,
-                    lease,
-                    keys.page_flight_done(self._queue, token),
-                    keys.page_index(self._queue),
-                    keys.page_bytes(self._queue),
-                ],
-                args=[
-                    token,
-                    payload,
-                    int(keep),
-                    keep_ms,
-                    bound,
-                    DONE_TTL_MS,
-                    MAX_EVICTIONS,
-                    MAX_PRUNE,
-                    self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
-                    int(renew),
-                    LEASE_MS,
-                ],
-            )
-            if renew:
-                self._bookkeeping_renewed = time.monotonic()
+            if keeping is None:
+                await self._finish(keys=keys_, args=args)
+            else:
+                # A full Redis makes room from the cache and the kept documents first, as a keep did.
+                await relieving(self._redis, self._queue, lambda: self._finish(keys=keys_, args=args))
         except (RedisError, OSError) as exc:
+            if keeping is not None:
+                # Still no room for the document: the flight ends without it, its waiters told.
+                keeping.failed(exc)
+                await self._publish(entry, lease, token, outcome, keep_ms)
+                return
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
+            return
+        if renew:
+            self._bookkeeping_renewed = time.monotonic()
+        if keeping is not None:
+            keeping.store.landed(keeping)
 
     async def _wait(self, target: Target, lease: str, holder: str, until: float) -> Outcome | None:
         """The outcome of the flight ``holder`` leads, or None when its fetcher is gone."""

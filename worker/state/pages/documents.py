@@ -35,8 +35,7 @@ from redis.exceptions import RedisError
 
 from worker.logs import fields
 from worker.state import keys
-from worker.state.memory import relieving
-from worker.state.pages.cache import BOOKKEEPING_RENEW_S
+from worker.state.memory import BOOKKEEPING_RENEW_S, relieving
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
 
@@ -52,63 +51,73 @@ VERSION = 2
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 MAX_EVICTIONS = 64
 
-# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's note
-# of the document it read. ARGV: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
+# The keep, as a Lua function that both KEEP_SCRIPT and the page cache's finish script
+# (cache_finish.lua) run: a leading fetch keeps its document in the same step as it ends its page
+# flight. K: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's
+# note of the document it read. A: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
 # 5 the most evictions, 6 the document's digest, 7 how long the bookkeeping keys live (ms: longer
 # than any document), 8 '1' to renew the bookkeeping's time to live (each worker does at most once a
-# minute). Returns 1 when kept.
+# minute). ``now``: Redis's clock, ms. Returns 1 when kept.
 #
-# One script, so the text is indexed and counted in the same step it is written (the bookkeeping
-# never misses bytes it holds), and room is made by dropping the documents closest to expiry, each
-# only while it is still the text its member counted (STRLEN). The record and the report's note are
-# small, beside it. As in the page cache's store (cache_finish.lua), the size travels in the index
-# member, so one ZADD indexes and sizes the text and one INCRBY counts it: the common keep is seven
-# commands. Its first write is the ZADD, so a full Redis refuses it before anything is written.
-KEEP_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local size = string.len(ARGV[1])
-local bound = tonumber(ARGV[4])
-local mine = KEYS[1] .. '|' .. size
-local grown = 0
-if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), mine) == 1 then
-  grown = size
-end
-local total = redis.call('INCRBY', KEYS[4], grown)
-local freed, evicted = 0, 0
-while total - freed > bound and evicted < tonumber(ARGV[5]) do
-  local oldest = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #oldest == 0 or oldest[1] == mine then
-    break
+# The text is indexed and counted in the same step it is written (the bookkeeping never misses
+# bytes it holds), and room is made by dropping the documents closest to expiry, each only while it
+# is still the text its member counted (STRLEN). The record and the report's note are small, beside
+# it. As in the page cache's store, the size travels in the index member, so one ZADD indexes and
+# sizes the text and one INCRBY counts it: the common keep is six commands. Its first write is the
+# ZADD, so a full Redis refuses it before anything is written.
+KEEP_FUNCTION = """
+local function keep_document(K, A, now)
+  local size = string.len(A[1])
+  local bound = tonumber(A[4])
+  local mine = K[1] .. '|' .. size
+  local grown = 0
+  if redis.call('ZADD', K[3], now + tonumber(A[3]), mine) == 1 then
+    grown = size
   end
-  local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
-  key, bytes = key or oldest[1], tonumber(bytes or '0')
-  redis.call('ZREM', KEYS[3], oldest[1])
-  if redis.call('STRLEN', key) == bytes then
-    redis.call('UNLINK', key)
+  local total = redis.call('INCRBY', K[4], grown)
+  local freed, evicted = 0, 0
+  while total - freed > bound and evicted < tonumber(A[5]) do
+    local oldest = redis.call('ZRANGE', K[3], 0, 0)
+    if #oldest == 0 or oldest[1] == mine then
+      break
+    end
+    local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
+    key, bytes = key or oldest[1], tonumber(bytes or '0')
+    redis.call('ZREM', K[3], oldest[1])
+    if redis.call('STRLEN', key) == bytes then
+      redis.call('UNLINK', key)
+    end
+    freed = freed + bytes
+    evicted = evicted + 1
   end
-  freed = freed + bytes
-  evicted = evicted + 1
+  local kept = 0
+  if total - freed <= bound then
+    redis.call('SET', K[1], A[1], 'PX', A[3])
+    redis.call('SET', K[2], A[2], 'PX', A[3])
+    redis.call('SET', K[5], A[6], 'PX', A[3])
+    kept = 1
+  else
+    redis.call('ZREM', K[3], mine)
+    freed = freed + size
+  end
+  if freed > 0 then
+    redis.call('DECRBY', K[4], math.min(freed, total))
+  end
+  if A[8] == '1' or total == grown then
+    redis.call('PEXPIRE', K[3], A[7])
+    redis.call('PEXPIRE', K[4], A[7])
+  end
+  return kept
 end
-local kept = 0
-if total - freed <= bound then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  redis.call('SET', KEYS[5], ARGV[6], 'PX', ARGV[3])
-  kept = 1
-else
-  redis.call('ZREM', KEYS[3], mine)
-  freed = freed + size
-end
-if freed > 0 then
-  redis.call('DECRBY', KEYS[4], math.min(freed, total))
-end
-if ARGV[8] == '1' or total == grown then
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
-  redis.call('PEXPIRE', KEYS[4], ARGV[7])
-end
-return kept
 """
+# KEYS and ARGV: the keep's own. A document kept without a page flight (the cache off).
+KEEP_SCRIPT = (
+    KEEP_FUNCTION
+    + """
+local t = redis.call('TIME')
+return keep_document(KEYS, ARGV, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,29 @@ def packed(texts: Mapping[str, str]) -> tuple[bytes, dict[str, list[tuple[int, i
     return b"".join(parts), ranges
 
 
+@dataclass(frozen=True)
+class Keeping:
+    """A fetched document ready to keep: its digest, and the keep's keys and arguments (in
+    KEEP_FUNCTION's order)."""
+
+    store: KeptDocuments
+    digest: str
+    url: str
+    nbytes: int  # the compressed text's
+    keys: list[str]
+    args: list[bytes | int | str]
+
+    async def keep(self) -> bool:
+        """Keep it on its own (no page flight to end with it); True when kept."""
+        return await self.store._keep_alone(self)
+
+    def failed(self, exc: BaseException) -> None:
+        log.warning(
+            "a fetched document could not be kept for continuations",
+            extra=fields(url=self.url, bytes=self.nbytes, error=type(exc).__name__),
+        )
+
+
 class KeptDocuments:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
         self._redis = redis
@@ -178,16 +210,17 @@ class KeptDocuments:
         self._keep = redis.register_script(KEEP_SCRIPT)
         self._bookkeeping_renewed = -math.inf
 
-    async def keep(
+    async def prepare(
         self,
         page: Page,
         texts: Mapping[str, str],
         page_offsets: Mapping[str, Sequence[int] | None],
         *,
         noted_for: tuple[str, str, str],
-    ) -> str | None:
-        """Keep a fetched document, noted as read by ``noted_for`` (report id, extract, URL) in the
-        same step; its digest, or None when it could not be kept."""
+    ) -> Keeping:
+        """A fetched document made ready to keep, noted as read by ``noted_for`` (report id,
+        extract, URL) in the same step: the page cache keeps it as its flight ends (or
+        ``Keeping.keep`` alone, with the cache off)."""
         digest = digest_of(page, texts)
         # Compressing a few MB takes tens of ms: off the event loop (zlib releases the GIL).
         body, ranges = await asyncio.to_thread(packed, texts)
@@ -203,35 +236,47 @@ class KeptDocuments:
                 for name, text in texts.items()
             },
         }
-        keys_ = [
-            keys.document(digest),
-            keys.document_meta(digest),
-            keys.document_index(self._queue),
-            keys.document_bytes(self._queue),
-            keys.document_note(*noted_for),
-        ]
         renew = time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
-        args: list[bytes | int | str] = [
-            body,
-            orjson.dumps(meta),
-            self._ttl_s * 1000,
-            MAX_DOCUMENT_BYTES,
-            MAX_EVICTIONS,
+        return Keeping(
+            self,
             digest,
-            self._ttl_s * 1000 + int(2 * BOOKKEEPING_RENEW_S * 1000),
-            int(renew),
-        ]
-        try:
-            kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keys_, args=args))
-        except (RedisError, OSError) as exc:
-            log.warning(
-                "a fetched document could not be kept for continuations",
-                extra=fields(url=page.url, bytes=len(body), error=type(exc).__name__),
-            )
-            return None
-        if renew:
+            page.url,
+            len(body),
+            keys=[
+                keys.document(digest),
+                keys.document_meta(digest),
+                keys.document_index(self._queue),
+                keys.document_bytes(self._queue),
+                keys.document_note(*noted_for),
+            ],
+            args=[
+                body,
+                orjson.dumps(meta),
+                self._ttl_s * 1000,
+                MAX_DOCUMENT_BYTES,
+                MAX_EVICTIONS,
+                digest,
+                self._ttl_s * 1000 + int(2 * BOOKKEEPING_RENEW_S * 1000),
+                int(renew),
+            ],
+        )
+
+    def landed(self, keeping: Keeping) -> None:
+        """A keep ran (alone or in the cache's finish): its bookkeeping renewal, if it asked for one,
+        is done."""
+        if keeping.args[-1] == 1:
             self._bookkeeping_renewed = time.monotonic()
-        return digest if kept else None
+
+    async def _keep_alone(self, keeping: Keeping) -> bool:
+        try:
+            kept = await relieving(
+                self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=keeping.args)
+            )
+        except (RedisError, OSError) as exc:
+            keeping.failed(exc)
+            return False
+        self.landed(keeping)
+        return bool(kept)
 
     async def remember(self, report_id: str, extract: str, url: str, digest: str) -> None:
         """Note that this report read ``digest`` for (extract, url), for the report's window."""
