@@ -215,3 +215,22 @@ async def test_a_lease_is_as_old_as_the_claim_that_took_it(
     leases.hold(job_id, claimed_at=clock.now - leases.renew_every_s)  # claimed a beat before it was held
     assert await leases.renew() == set()
     assert await redis.pttl(in_progress_key_prefix + job_id) > 1_000
+
+
+async def test_renewal_leaves_another_workers_lease_as_it_was_and_keeps_the_claim_time(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    clock = FakeClock()
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000, clock=clock)
+    mine, theirs = f"{token}-mine", f"{token}-theirs"
+    await redis.set(in_progress_key_prefix + mine, leases.value(1234), px=1_000)
+    await redis.set(in_progress_key_prefix + theirs, f"other-{token}/3@1", px=1_000)
+    leases.hold(mine, value=leases.value(1234))
+    leases.hold(theirs, value=leases.value(1234))
+    clock.now += leases.renew_every_s
+    assert await leases.renew() == {theirs}
+    assert await redis.get(in_progress_key_prefix + theirs) == f"other-{token}/3@1".encode()
+    assert await redis.pttl(in_progress_key_prefix + theirs) > 0
+    lease = parse_lease(await redis.get(in_progress_key_prefix + mine))
+    assert lease is not None and lease.claimed_ms == 1234  # renewing does not move the claim's time
+    assert await redis.pttl(in_progress_key_prefix + mine) > 1_000

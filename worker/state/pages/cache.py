@@ -100,12 +100,21 @@ redis.call('APPEND', KEYS[2], '+')
 return {'join', string.match(redis.call('GET', KEYS[2]), '^[^+]*')}
 """
 
-# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it
-# (its value is the token, then a '+' per job that joined).
+# KEYS[1]: a flight lease. ARGV: token, lease ms. Returns 1 while this job holds the lease (its
+# value is the token, then a '+' per job that joined). SET XX GET extends it and reads the holder in
+# one command, which is all a flight nobody joined needs; a value it did not write (joiners' marks,
+# or another job's lease after this one's lapsed) goes back in the same step, a whole lease time
+# ahead (what its own holder renews it to).
 RENEW_SCRIPT = """
-local holder = redis.call('GET', KEYS[1])
-if holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local holder = redis.call('SET', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2], 'GET')
+if not holder then
+  return 0
+end
+if holder ~= ARGV[1] then
+  redis.call('SET', KEYS[1], holder, 'PX', ARGV[2])
+end
+if string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
+  return 1
 end
 return 0
 """
