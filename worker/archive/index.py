@@ -8,13 +8,11 @@ for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
 
 from __future__ import annotations
 
-import math
-import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from worker.archive.ids import parse_record_id
 from worker.state import keys
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -24,8 +22,6 @@ MAX_ENTRIES = 10_000
 # A worker renews a report's index's time to live at most this often (and whenever its entry
 # starts the list), to the window plus twice this: the list outlives its last entry by the window.
 RENEW_EVERY_S = 60.0
-# Reports whose renewal this worker remembers; one forgotten is only renewed again.
-REMEMBERED = 4096
 
 # KEYS[1]: the report's index. ARGV: 1 the record id, 2 the most entries, 3 the list's time to live
 # in seconds, 4 '1' to renew it. One script, so the entry never lands without the list's expiry:
@@ -49,19 +45,18 @@ class ReportIndex:
     def __init__(self, redis: Redis, window_s: int) -> None:
         self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
         self._script = redis.register_script(INDEX_SCRIPT)
-        self._renewed: OrderedDict[str, float] = OrderedDict()  # report id -> when (monotonic)
+        self._renewals = Renewals(RENEW_EVERY_S)
 
     async def add(self, report_id: str, record: str) -> None:
-        now = time.monotonic()
-        renew = now - self._renewed.get(report_id, -math.inf) >= RENEW_EVERY_S
-        await self._script(
-            keys=[keys.archive_report(report_id)], args=[record, MAX_ENTRIES, self._ttl_s, int(renew)]
-        )
-        if renew:
-            self._renewed[report_id] = now
-            self._renewed.move_to_end(report_id)
-            while len(self._renewed) > REMEMBERED:
-                self._renewed.popitem(last=False)
+        renew = self._renewals.due(report_id)
+        try:
+            await self._script(
+                keys=[keys.archive_report(report_id)], args=[record, MAX_ENTRIES, self._ttl_s, int(renew)]
+            )
+        except BaseException:
+            if renew:
+                self._renewals.failed(report_id)
+            raise
 
 
 async def cited(redis: Redis, report_id: str) -> list[str]:

@@ -32,8 +32,6 @@ import contextlib
 import functools
 import hashlib
 import logging
-import math
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -54,6 +52,7 @@ from worker.state.pages.documents import KEEP_FUNCTION, Keeping
 from worker.state.pages.entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -175,7 +174,7 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
-        self._bookkeeping_renewed = -math.inf
+        self._bookkeeping = Renewals(BOOKKEEPING_RENEW_S)
         self._room = CacheRoom(redis, settings.queue_name)
         self._keeper: asyncio.Task[None] | None = None
 
@@ -293,7 +292,7 @@ class PageCache:
         fetch's document kept (``keeping``), all in one step."""
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
-        renew = keep and time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
+        renew = keep and self._bookkeeping.due()
         bound, room = await self._room.limits(MAX_CACHE_BYTES) if keep else (MAX_CACHE_BYTES, None)
         keys_ = [
             entry,
@@ -326,18 +325,15 @@ class PageCache:
                 # A full Redis makes room from the cache and the kept documents first, as a keep did.
                 await relieving(self._redis, self._queue, lambda: self._finish(keys=keys_, args=args))
         except (RedisError, OSError) as exc:
+            if renew:
+                self._bookkeeping.failed()
             if keeping is not None:
                 # Still no room for the document: the flight ends without it, its waiters told.
-                keeping.failed(exc)
+                keeping.store.failed(keeping, exc)
                 await self._publish(entry, lease, token, outcome, keep_ms)
                 return
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
-            return
-        if renew:
-            self._bookkeeping_renewed = time.monotonic()
-        if keeping is not None:
-            keeping.store.landed(keeping)
 
     async def _wait(self, target: Target, lease: str, holder: str, until: float) -> Outcome | None:
         """The outcome of the flight ``holder`` leads, or None when its fetcher is gone."""

@@ -23,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
-import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +36,7 @@ from worker.state import keys
 from worker.state.memory import BOOKKEEPING_RENEW_S, relieving
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -195,12 +194,6 @@ class Keeping:
         """Keep it on its own (no page flight to end with it); True when kept."""
         return await self.store._keep_alone(self)
 
-    def failed(self, exc: BaseException) -> None:
-        log.warning(
-            "a fetched document could not be kept for continuations",
-            extra=fields(url=self.url, bytes=self.nbytes, error=type(exc).__name__),
-        )
-
 
 class KeptDocuments:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
@@ -208,7 +201,7 @@ class KeptDocuments:
         self._ttl_s = ttl_s
         self._queue = queue_name
         self._keep = redis.register_script(KEEP_SCRIPT)
-        self._bookkeeping_renewed = -math.inf
+        self._bookkeeping = Renewals(BOOKKEEPING_RENEW_S)
 
     async def prepare(
         self,
@@ -236,7 +229,7 @@ class KeptDocuments:
                 for name, text in texts.items()
             },
         }
-        renew = time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
+        renew = self._bookkeeping.due()
         return Keeping(
             self,
             digest,
@@ -261,11 +254,14 @@ class KeptDocuments:
             ],
         )
 
-    def landed(self, keeping: Keeping) -> None:
-        """A keep ran (alone or in the cache's finish): its bookkeeping renewal, if it asked for one,
-        is done."""
+    def failed(self, keeping: Keeping, exc: BaseException) -> None:
+        """The keep did not run (Redis refused it, or was away): said once, its renewal given back."""
         if keeping.args[-1] == 1:
-            self._bookkeeping_renewed = time.monotonic()
+            self._bookkeeping.failed()
+        log.warning(
+            "a fetched document could not be kept for continuations",
+            extra=fields(url=keeping.url, bytes=keeping.nbytes, error=type(exc).__name__),
+        )
 
     async def _keep_alone(self, keeping: Keeping) -> bool:
         try:
@@ -273,9 +269,8 @@ class KeptDocuments:
                 self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=keeping.args)
             )
         except (RedisError, OSError) as exc:
-            keeping.failed(exc)
+            self.failed(keeping, exc)
             return False
-        self.landed(keeping)
         return bool(kept)
 
     async def remember(self, report_id: str, extract: str, url: str, digest: str) -> None:
