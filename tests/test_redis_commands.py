@@ -176,7 +176,7 @@ async def test_a_leading_fetchs_document_is_kept_by_the_flights_end_counted_and_
     assert await redis.zscore(keys.document_index(settings.queue_name), member) is not None
     note = keys.document_note(report, "main", fetched.url)
     assert await redis.get(note) == keeping.digest.encode()
-    for key in (keys.document(keeping.digest), keys.document_meta(keeping.digest), note):
+    for key in (keys.document(keeping.digest), note):
         assert 0 < await redis.pttl(key) <= 3600 * 1000
     for key in (keys.document_index(settings.queue_name), keys.document_bytes(settings.queue_name)):
         assert await redis.pttl(key) > 3600 * 1000  # the bookkeeping outlives every document

@@ -165,8 +165,10 @@ def budget_pattern() -> str:
 
 
 def document(digest: str) -> str:
-    """A kept document's whole text in each format: zlib-compressed chunks, one after another (a
-    string, indexed and sized like a cached page, and shed like one under memory pressure)."""
+    """A kept document: its record (the page, and per format its length, page offsets and chunk
+    ranges) behind a header giving its length, then its whole text in each format as
+    zlib-compressed chunks, one after another (a string, indexed and sized like a cached page, and
+    shed like one under memory pressure)."""
     return f"{PREFIX}doc:{digest}"
 
 
@@ -179,11 +181,6 @@ def document_index(queue_name: str) -> str:
 def document_bytes(queue_name: str) -> str:
     """The total size in bytes of the kept documents' texts."""
     return f"{PREFIX}doc-bytes:{queue_name}"
-
-
-def document_meta(digest: str) -> str:
-    """A kept document's page record and, per format, its length, page offsets and chunk ranges."""
-    return f"{PREFIX}doc-meta:{digest}"
 
 
 def document_note(report_id: str, extract: str, url: str) -> str:

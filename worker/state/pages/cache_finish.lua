@@ -11,7 +11,7 @@
 -- when its memory bounds nothing): the bound is then worker.state.memory.cache_bound's, with what
 -- the cache holds read here rather than by a command of its own.
 -- A leading fetch that kept its document passes the keep's keys and arguments after these
--- (documents.py, KEEP_FUNCTION: KEYS 6 to 10, ARGV 13 to 20), and it is kept in this same step.
+-- (documents.py, KEEP_FUNCTION: KEYS 6 to 9, ARGV 13 to 19), and it is kept in this same step.
 -- Returns {1 when the entry was kept, 1 when the document was}.
 --
 -- One script, so a newcomer never sees the lease gone before the page is in the cache (it would
@@ -87,7 +87,7 @@ if ARGV[3] == '1' then
   end
 end
 if #KEYS > 5 then
-  document = keep_document({unpack(KEYS, 6, 10)}, {unpack(ARGV, 13, 20)}, now)
+  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 13, 19)}, now)
 end
 -- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
 -- pushed to the done list only when somebody waits for it (or the lease is no longer this job's,

@@ -4,10 +4,12 @@ A fetch returns one piece of a document; the rest is read by continuations (an o
 which must not fetch again nor depend on the 15-minute page cache. So each fetched document's
 whole text is kept here at its first fetch, in every format, for the report's budget window.
 
-A document is two strings: its text, every format's chunks of ``CHUNK_CHARS`` characters
-zlib-compressed one after another (a piece reads one or two chunks with GETRANGE, never the
-whole), and a small record (the page without its text, and per format its length, page offsets
-and chunk byte ranges). Each report maps (extract, URL) to the document it read, so a
+A document is one string: a small record (the page without its text, and per format its length,
+page offsets and chunk byte ranges) behind a fixed-width header that gives its length, then its
+text, every format's chunks of ``CHUNK_CHARS`` characters zlib-compressed one after another. A
+lookup reads the head (GETRANGE), which nearly always holds the whole record; a piece reads one or
+two chunks with GETRANGE, never the whole. One string, so one SET keeps it, and a document shed
+or expired takes its record with it. Each report maps (extract, URL) to the document it read, so a
 continuation reads exactly what that report's first fetch returned, even if the page changed.
 
 The text counts in the page cache's memory discipline: it is indexed and sized as the cache's
@@ -44,7 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("research.documents")
 
 CHUNK_CHARS = 65_536
-VERSION = 2
+VERSION = 3
+# The record's length, in ASCII digits, at the head of the document.
+HEADER_BYTES = 10
+# A lookup reads this much of the head: the whole record, unless the page brought hundreds of links.
+HEAD_BYTES = 32 * 1024
 
 # All documents' texts of a queue: this bound, and what Redis's memory allows (worker.state.memory).
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -52,37 +58,37 @@ MAX_EVICTIONS = 64
 
 # The keep, as a Lua function that both KEEP_SCRIPT and the page cache's finish script
 # (cache_finish.lua) run: a leading fetch keeps its document in the same step as it ends its page
-# flight. K: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's
-# note of the document it read. A: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
-# 5 the most evictions, 6 the document's digest, 7 how long the bookkeeping keys live (ms: longer
-# than any document), 8 '1' to renew the bookkeeping's time to live (each worker does at most once a
+# flight. K: 1 the document, 2 the documents' index, 3 their total bytes, 4 the report's note of the
+# document it read. A: 1 the document, 2 time to live ms, 3 the bound in bytes, 4 the most
+# evictions, 5 the document's digest, 6 how long the bookkeeping keys live (ms: longer than any
+# document), 7 '1' to renew the bookkeeping's time to live (each worker does at most once a
 # minute). ``now``: Redis's clock, ms. Returns 1 when kept.
 #
-# The text is indexed and counted in the same step it is written (the bookkeeping never misses
+# The document is indexed and counted in the same step it is written (the bookkeeping never misses
 # bytes it holds), and room is made by dropping the documents closest to expiry, each only while it
-# is still the text its member counted (STRLEN). The record and the report's note are small, beside
-# it. As in the page cache's store, the size travels in the index member, so one ZADD indexes and
-# sizes the text and one INCRBY counts it: the common keep is six commands. Its first write is the
+# is still the one its member counted (STRLEN). The report's note is small, beside it. As in the
+# page cache's store, the size travels in the index member, so one ZADD indexes and sizes the
+# document and one INCRBY counts it: the common keep is five commands. Its first write is the
 # ZADD, so a full Redis refuses it before anything is written.
 KEEP_FUNCTION = """
 local function keep_document(K, A, now)
   local size = string.len(A[1])
-  local bound = tonumber(A[4])
+  local bound = tonumber(A[3])
   local mine = K[1] .. '|' .. size
   local grown = 0
-  if redis.call('ZADD', K[3], now + tonumber(A[3]), mine) == 1 then
+  if redis.call('ZADD', K[2], now + tonumber(A[2]), mine) == 1 then
     grown = size
   end
-  local total = redis.call('INCRBY', K[4], grown)
+  local total = redis.call('INCRBY', K[3], grown)
   local freed, evicted = 0, 0
-  while total - freed > bound and evicted < tonumber(A[5]) do
-    local oldest = redis.call('ZRANGE', K[3], 0, 0)
+  while total - freed > bound and evicted < tonumber(A[4]) do
+    local oldest = redis.call('ZRANGE', K[2], 0, 0)
     if #oldest == 0 or oldest[1] == mine then
       break
     end
     local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
     key, bytes = key or oldest[1], tonumber(bytes or '0')
-    redis.call('ZREM', K[3], oldest[1])
+    redis.call('ZREM', K[2], oldest[1])
     if redis.call('STRLEN', key) == bytes then
       redis.call('UNLINK', key)
     end
@@ -91,24 +97,24 @@ local function keep_document(K, A, now)
   end
   local kept = 0
   if total - freed <= bound then
-    redis.call('SET', K[1], A[1], 'PX', A[3])
-    redis.call('SET', K[2], A[2], 'PX', A[3])
-    redis.call('SET', K[5], A[6], 'PX', A[3])
+    redis.call('SET', K[1], A[1], 'PX', A[2])
+    redis.call('SET', K[4], A[5], 'PX', A[2])
     kept = 1
   else
-    redis.call('ZREM', K[3], mine)
+    redis.call('ZREM', K[2], mine)
     freed = freed + size
   end
   if freed > 0 then
-    redis.call('DECRBY', K[4], math.min(freed, total))
+    redis.call('DECRBY', K[3], math.min(freed, total))
   end
-  if A[8] == '1' or total == grown then
-    redis.call('PEXPIRE', K[3], A[7])
-    redis.call('PEXPIRE', K[4], A[7])
+  if A[7] == '1' or total == grown then
+    redis.call('PEXPIRE', K[2], A[6])
+    redis.call('PEXPIRE', K[3], A[6])
   end
   return kept
 end
 """
+
 # KEYS and ARGV: the keep's own. A document kept without a page flight (the cache off).
 KEEP_SCRIPT = (
     KEEP_FUNCTION
@@ -134,6 +140,7 @@ class Kept:
     digest: str
     page: Page  # the page's record, its text left out
     layouts: Mapping[str, Layout]
+    base: int = 0  # where the text starts in the stored document (its chunk ranges count from here)
 
 
 class Gone:
@@ -186,7 +193,7 @@ class Keeping:
     store: KeptDocuments
     digest: str
     url: str
-    nbytes: int  # the compressed text's
+    nbytes: int  # the stored document's (record and compressed text)
     keys: list[str]
     args: list[bytes | int | str]
 
@@ -229,22 +236,22 @@ class KeptDocuments:
                 for name, text in texts.items()
             },
         }
+        record = orjson.dumps(meta)
+        document = f"{len(record):0{HEADER_BYTES}d}".encode() + record + body
         renew = self._bookkeeping.due()
         return Keeping(
             self,
             digest,
             page.url,
-            len(body),
+            len(document),
             keys=[
                 keys.document(digest),
-                keys.document_meta(digest),
                 keys.document_index(self._queue),
                 keys.document_bytes(self._queue),
                 keys.document_note(*noted_for),
             ],
             args=[
-                body,
-                orjson.dumps(meta),
+                document,
                 self._ttl_s * 1000,
                 MAX_DOCUMENT_BYTES,
                 MAX_EVICTIONS,
@@ -290,8 +297,19 @@ class KeptDocuments:
         return kept if kept is not None else GONE
 
     async def lookup_digest(self, digest: str) -> Kept | None:
-        raw = await self._redis.get(keys.document_meta(digest))
-        return _kept(digest, raw) if raw is not None else None
+        """The document's record, read from its head (a second read only for a long record)."""
+        key = keys.document(digest)
+        head = bytes(await self._redis.getrange(key, 0, HEAD_BYTES - 1))
+        length = head[:HEADER_BYTES]
+        if len(length) != HEADER_BYTES or not length.isdigit():
+            return None  # gone (or not a document this worker wrote)
+        end = HEADER_BYTES + int(length)
+        if end > len(head):
+            head += bytes(await self._redis.getrange(key, len(head), end - 1))
+            if len(head) < end:
+                return None
+        kept = _kept(digest, head[HEADER_BYTES:end])
+        return replace(kept, base=end) if kept is not None else None
 
     async def text(self, kept: Kept, name: str, start: int, end: int) -> str | None:
         """Characters ``[start, end)`` of the document's text in format ``name``; None when gone."""
@@ -302,7 +320,7 @@ class KeptDocuments:
         if last >= len(chunks):
             return None
         low, high = chunks[first][0], chunks[last][1]
-        raw = await self._redis.getrange(keys.document(kept.digest), low, high - 1)
+        raw = await self._redis.getrange(keys.document(kept.digest), kept.base + low, kept.base + high - 1)
         if len(raw) != high - low:
             return None  # shed or expired since the record was read
         try:
