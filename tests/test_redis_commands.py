@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from worker.state import keys, memory
 from worker.state.leases import LEASE_MS
 from worker.state.memory import CacheRoom, Reading, RedisMemory, cache_bound
 from worker.state.pages.cache import RENEW_SCRIPT, PageCache
-from worker.state.pages.documents import Kept, KeptDocuments
+from worker.state.pages.documents import HEAD_BYTES, Kept, KeptDocuments
 from worker.state.pages.entry import Page
 from worker.state.renewals import Renewals
 
@@ -260,3 +261,22 @@ async def test_concurrent_keeps_carry_one_bookkeeping_renewal(
         )
     )
     assert [keeping.args[-1] for keeping in prepared].count(1) == 1
+
+
+async def test_a_document_whose_record_outgrows_the_head_is_read_whole_and_paged_from_its_text(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    documents = KeptDocuments(redis, ttl_s=3600, queue_name=settings.queue_name)
+    links = tuple(f"https://example.org/{token}/{'x' * 80}/{n}" for n in range(500))
+    fetched = replace(page(f"https://example.org/{token}"), links=links)
+    text = "".join(f"word{n} " for n in range(30_000))
+    keeping = await documents.prepare(
+        fetched, {"markdown": text}, {}, noted_for=(f"r-{token}", "main", fetched.url)
+    )
+    assert await keeping.keep() is True
+    kept = await documents.lookup_digest(keeping.digest)
+    assert isinstance(kept, Kept)
+    assert kept.base > HEAD_BYTES and kept.page.links == links  # the record took a second read
+    assert await documents.text(kept, "markdown", 70_000, 70_100) == text[70_000:70_100]
+    await redis.delete(keys.document(keeping.digest))
+    assert await documents.lookup_digest(keeping.digest) is None

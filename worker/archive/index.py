@@ -24,39 +24,45 @@ MAX_ENTRIES = 10_000
 RENEW_EVERY_S = 60.0
 
 # KEYS[1]: the report's index. ARGV: 1 the record id, 2 the most entries, 3 the list's time to live
-# in seconds, 4 '1' to renew it. One script, so the entry never lands without the list's expiry:
-# one command for an entry the list has room for, when its time to live was renewed in the last
-# minute; the cut (LTRIM) only once the list is past its bound.
+# in seconds. The entry and the renewal of the list's time to live in one step; the cut (LTRIM)
+# only once the list is past its bound.
 INDEX_SCRIPT = """
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
 if length > tonumber(ARGV[2]) then
   redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 end
-if length == 1 or ARGV[4] == '1' then
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return length
 """
 
 
 class ReportIndex:
-    """One worker's writes to the reports' indexes."""
+    """One worker's writes to the reports' indexes.
+
+    The write that renews a report's list (once a minute per worker) is the script; the others are
+    one RPUSH, whose reply says when more is needed: a list the push started (deleted since it was
+    renewed) is given its time to live at once, and a list past its bound is cut back."""
 
     def __init__(self, redis: Redis, window_s: int) -> None:
+        self._redis = redis
         self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
         self._script = redis.register_script(INDEX_SCRIPT)
         self._renewals = Renewals(RENEW_EVERY_S)
 
     async def add(self, report_id: str, record: str) -> None:
-        renew = self._renewals.due(report_id)
-        try:
-            await self._script(
-                keys=[keys.archive_report(report_id)], args=[record, MAX_ENTRIES, self._ttl_s, int(renew)]
-            )
-        except BaseException:
-            if renew:
+        key = keys.archive_report(report_id)
+        if self._renewals.due(report_id):
+            try:
+                await self._script(keys=[key], args=[record, MAX_ENTRIES, self._ttl_s])
+            except BaseException:
                 self._renewals.failed(report_id)
-            raise
+                raise
+            return
+        length = int(await self._redis.rpush(key, record))  # type: ignore[misc]
+        if length == 1:
+            await self._redis.expire(key, self._ttl_s)
+        elif length > MAX_ENTRIES:
+            await self._redis.ltrim(key, 0, MAX_ENTRIES - 1)  # type: ignore[misc]
 
 
 async def cited(redis: Redis, report_id: str) -> list[str]:
