@@ -436,12 +436,12 @@ class FetchPageTool(PageJob):
             sha256=sha256,
             archive_record=await receipt.stored(),
         )
-        digest = await parts.documents.keep(
+        keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
         # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
-        return Fresh(replace(page, document=digest), storable=storable)
+        return Fresh(replace(page, document=keeping.digest), storable=storable, keeping=keeping)
 
     async def _fetch(
         self,

@@ -146,12 +146,14 @@ async def test_the_holders_finish_does_arqs_bookkeeping(
 async def test_renewal_reports_a_lease_another_worker_took_and_takes_back_one_nobody_took(
     settings: Settings, redis: aioredis.Redis, token: str
 ) -> None:
-    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000)
+    clock = FakeClock()
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000, clock=clock)
     taken, lapsed, done = (f"{token}-taken", f"{token}-lapsed", f"{token}-done")
     for job_id in (taken, lapsed, done):
         leases.hold(job_id)
     await redis.set(in_progress_key_prefix + taken, f"other-{token}/3@1")
     await redis.set(keys.result(done), b"{}")  # finished by another worker, key gone with it
+    clock.now += leases.renew_every_s  # a beat later: every lease is due for renewal
     lost = await leases.renew()
     assert lost == {taken, done}
     assert leases.held == {lapsed}
@@ -170,3 +172,65 @@ def test_a_lease_value_reads_back_as_its_worker_and_claim_time() -> None:
 def test_any_in_progress_value_reads_as_a_lease_or_as_none(value: bytes) -> None:
     lease = parse_lease(value)
     assert lease is None or (lease.claimed_ms >= 0 and isinstance(lease.worker_id, str))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_beat_renews_only_the_leases_a_beat_old(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    clock = FakeClock()
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000, clock=clock)
+    old, young = f"{token}-old", f"{token}-young"
+    for job_id in (old, young):
+        await redis.set(in_progress_key_prefix + job_id, leases.value(1), px=1_000)
+    leases.hold(old)
+    clock.now += leases.renew_every_s
+    leases.hold(young)
+    assert await leases.renew() == set()
+    assert await redis.pttl(in_progress_key_prefix + old) > 1_000  # renewed to the lease's length
+    assert await redis.pttl(in_progress_key_prefix + young) <= 1_000  # too young to need it
+    clock.now += leases.renew_every_s / 2
+    assert await leases.renew() == set()
+    # The old one was renewed just now; the young one is still not a beat old.
+    assert await redis.pttl(in_progress_key_prefix + young) <= 1_000
+    clock.now += leases.renew_every_s / 2
+    assert await leases.renew() == set()
+    assert await redis.pttl(in_progress_key_prefix + young) > 1_000
+
+
+async def test_a_lease_is_as_old_as_the_claim_that_took_it(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    clock = FakeClock()
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000, clock=clock)
+    job_id = f"{token}-slow-start"
+    await redis.set(in_progress_key_prefix + job_id, leases.value(1), px=1_000)
+    leases.hold(job_id, claimed_at=clock.now - leases.renew_every_s)  # claimed a beat before it was held
+    assert await leases.renew() == set()
+    assert await redis.pttl(in_progress_key_prefix + job_id) > 1_000
+
+
+async def test_renewal_leaves_another_workers_lease_as_it_was_and_keeps_the_claim_time(
+    settings: Settings, redis: aioredis.Redis, token: str
+) -> None:
+    clock = FakeClock()
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}", lease_ms=5_000, clock=clock)
+    mine, theirs = f"{token}-mine", f"{token}-theirs"
+    await redis.set(in_progress_key_prefix + mine, leases.value(1234), px=1_000)
+    await redis.set(in_progress_key_prefix + theirs, f"other-{token}/3@1", px=1_000)
+    leases.hold(mine, value=leases.value(1234))
+    leases.hold(theirs, value=leases.value(1234))
+    clock.now += leases.renew_every_s
+    assert await leases.renew() == {theirs}
+    assert await redis.get(in_progress_key_prefix + theirs) == f"other-{token}/3@1".encode()
+    assert await redis.pttl(in_progress_key_prefix + theirs) > 0
+    lease = parse_lease(await redis.get(in_progress_key_prefix + mine))
+    assert lease is not None and lease.claimed_ms == 1234  # renewing does not move the claim's time
+    assert await redis.pttl(in_progress_key_prefix + mine) > 1_000

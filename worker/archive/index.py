@@ -1,8 +1,9 @@
 """The per-report index: which archive records a report's results cite, in the order they came.
 
-A Redis list of record ids (``keys.archive_report``) with the budget window's time to live, renewed
-on each entry, so a report's evidence can be exported while its budget window lasts (the records
-themselves stay for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
+A Redis list of record ids (``keys.archive_report``) that outlives the report's last entry by at
+least its budget window (each worker renews its time to live at most once a minute per report), so
+a report's evidence can be exported while its budget window lasts (the records themselves stay
+for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
 """
 
 from __future__ import annotations
@@ -11,21 +12,57 @@ from typing import TYPE_CHECKING
 
 from worker.archive.ids import parse_record_id
 from worker.state import keys
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 # More entries than a report's budgets allow is not a report: the list stops growing there.
 MAX_ENTRIES = 10_000
+# A worker renews a report's index's time to live at most this often (and whenever its entry
+# starts the list), to the window plus twice this: the list outlives its last entry by the window.
+RENEW_EVERY_S = 60.0
+
+# KEYS[1]: the report's index. ARGV: 1 the record id, 2 the most entries, 3 the list's time to live
+# in seconds. The entry and the renewal of the list's time to live in one step; the cut (LTRIM)
+# only once the list is past its bound.
+INDEX_SCRIPT = """
+local length = redis.call('RPUSH', KEYS[1], ARGV[1])
+if length > tonumber(ARGV[2]) then
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return length
+"""
 
 
-async def add(redis: Redis, report_id: str, record: str, window_s: int) -> None:
-    key = keys.archive_report(report_id)
-    async with redis.pipeline(transaction=True) as tx:
-        tx.rpush(key, record)
-        tx.ltrim(key, 0, MAX_ENTRIES - 1)
-        tx.expire(key, window_s)
-        await tx.execute()
+class ReportIndex:
+    """One worker's writes to the reports' indexes.
+
+    The write that renews a report's list (once a minute per worker) is the script; the others are
+    one RPUSH, whose reply says when more is needed: a list the push started (deleted since it was
+    renewed) is given its time to live at once, and a list past its bound is cut back."""
+
+    def __init__(self, redis: Redis, window_s: int) -> None:
+        self._redis = redis
+        self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
+        self._script = redis.register_script(INDEX_SCRIPT)
+        self._renewals = Renewals(RENEW_EVERY_S)
+
+    async def add(self, report_id: str, record: str) -> None:
+        key = keys.archive_report(report_id)
+        if self._renewals.due(report_id):
+            try:
+                await self._script(keys=[key], args=[record, MAX_ENTRIES, self._ttl_s])
+            except BaseException:
+                self._renewals.failed(report_id)
+                raise
+            return
+        length = int(await self._redis.rpush(key, record))  # type: ignore[misc]
+        if length == 1:
+            await self._redis.expire(key, self._ttl_s)
+        elif length > MAX_ENTRIES:
+            await self._redis.ltrim(key, 0, MAX_ENTRIES - 1)  # type: ignore[misc]
 
 
 async def cited(redis: Redis, report_id: str) -> list[str]:

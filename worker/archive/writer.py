@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
-from worker.archive.index import add as index_entry
+from worker.archive.index import ReportIndex
 from worker.archive.records import Original, fetch_file, payload_digest, search_file, warc_date
 from worker.archive.store import Store, StoreFailed
 from worker.logs import fields
@@ -129,6 +129,7 @@ class Archive:
         self._worker_id = worker_id
         self._days = days
         self._window_s = window_s
+        self._index = ReportIndex(redis, window_s)
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._queued_bytes = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -234,7 +235,7 @@ class Archive:
                     await self._store_fetch(self.store, item, item.capture)
                 elif item.search is not None:
                     await self._store_search(self.store, item, item.search)
-                await index_entry(self._redis, item.report_id, item.record, self._window_s)
+                await self._index.add(item.report_id, item.record)
         except (StoreFailed, TimeoutError) as exc:
             reason = exc.reason if isinstance(exc, StoreFailed) else "the write took too long"
             self._failed(reason)

@@ -325,7 +325,7 @@ class ResearchWorker(Worker):
             await self._settling.drop_unreadable_id(claimed)
             return
         job_id = claimed.job_id
-        self._leases.hold(job_id, claimed.job_try)
+        self._leases.hold(job_id, claimed.job_try, claimed.sent_at, claimed.lease)
         running = self.tasks.get(job_id)
         if running is not None and not running.done():
             # Its lease lapsed while this worker was stalled, nobody took it, and this worker's

@@ -7,6 +7,8 @@ can never be steered into another report's namespace.
 
 from __future__ import annotations
 
+import hashlib
+
 PREFIX = "research:"
 
 
@@ -163,8 +165,10 @@ def budget_pattern() -> str:
 
 
 def document(digest: str) -> str:
-    """A kept document's whole text in each format: zlib-compressed chunks, one after another (a
-    string, indexed and sized like a cached page, and shed like one under memory pressure)."""
+    """A kept document: its record (the page, and per format its length, page offsets and chunk
+    ranges) behind a header giving its length, then its whole text in each format as
+    zlib-compressed chunks, one after another (a string, indexed and sized like a cached page, and
+    shed like one under memory pressure)."""
     return f"{PREFIX}doc:{digest}"
 
 
@@ -179,14 +183,11 @@ def document_bytes(queue_name: str) -> str:
     return f"{PREFIX}doc-bytes:{queue_name}"
 
 
-def document_meta(digest: str) -> str:
-    """A kept document's page record and, per format, its length, page offsets and chunk ranges."""
-    return f"{PREFIX}doc-meta:{digest}"
-
-
-def documents(report_id: str) -> str:
-    """A hash per report: which kept document each (extract, canonical URL) it fetched reads from."""
-    return f"{PREFIX}docs:{report_id}"
+def document_note(report_id: str, extract: str, url: str) -> str:
+    """Which kept document a report's fetch of (extract, canonical URL) reads from: its digest, a
+    string per note, so one SET with its time to live writes it."""
+    digest = hashlib.sha256(f"{extract}\n{url}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{PREFIX}doc-note:{report_id}:{digest}"
 
 
 def domains(report_id: str) -> str:

@@ -42,6 +42,9 @@ log = logging.getLogger("research.memory")
 
 T = TypeVar("T")
 
+# How often one worker renews the cache's and the kept documents' bookkeeping keys' time to live,
+# which is the longest entry's plus twice this: the bookkeeping always outlives the entries it counts.
+BOOKKEEPING_RENEW_S = 60.0
 # INFO memory is a few hundred microseconds of Redis's time: once a second per worker is nothing.
 READ_EVERY_S = 1.0
 # After a refusal to read INFO (an ACL without +info|memory), ask again this seldom.
@@ -140,14 +143,22 @@ class RedisMemory:
         return self._reading
 
 
+def cache_limits(reading: Reading | None, fixed_bound: int) -> tuple[int, int | None]:
+    """What bounds the cache now: its fixed bound lowered to its share of Redis, and what Redis
+    has free beyond its headroom (negative past it; None when Redis's memory bounds nothing). The
+    store adds what the cache holds to the second, as ``cache_bound`` does, in its own step."""
+    if reading is None or reading.maxmemory <= 0:
+        return fixed_bound, None
+    headroom = int(reading.maxmemory * HEADROOM_SHARE)
+    free_beyond_headroom = reading.maxmemory - headroom - reading.used
+    return min(fixed_bound, int(reading.maxmemory * CACHE_SHARE)), free_beyond_headroom
+
+
 def cache_bound(reading: Reading | None, cache_bytes: int, fixed_bound: int) -> int:
     """The most the cache may hold now: its fixed bound, its share of Redis, and no more than
     leaves Redis its headroom (what the cache holds now, plus what is free beyond the headroom)."""
-    if reading is None or reading.maxmemory <= 0:
-        return fixed_bound
-    headroom = int(reading.maxmemory * HEADROOM_SHARE)
-    free_beyond_headroom = reading.maxmemory - headroom - reading.used
-    return max(0, min(fixed_bound, int(reading.maxmemory * CACHE_SHARE), cache_bytes + free_beyond_headroom))
+    bound, room = cache_limits(reading, fixed_bound)
+    return bound if room is None else max(0, min(bound, cache_bytes + room))
 
 
 async def shed(redis: Redis, queue_name: str, nbytes: int = SHED_BYTES) -> int:
@@ -199,12 +210,10 @@ class CacheRoom:
         self._memory = RedisMemory(redis)
         self._acted_on: Reading | None = None  # the reading the last shedding answered
 
-    async def bound(self, fixed_bound: int) -> int:
-        """The bound a store evicts down to: ``fixed_bound``, lowered to fit Redis's memory."""
-        reading = await self._memory.reading()
-        if reading is None or reading.maxmemory <= 0:
-            return fixed_bound
-        return cache_bound(reading, await self._cache_bytes(), fixed_bound)
+    async def limits(self, fixed_bound: int) -> tuple[int, int | None]:
+        """``cache_limits`` from the last reading (Redis is asked at most once every
+        ``READ_EVERY_S``): the store's bound and the room beyond Redis's headroom."""
+        return cache_limits(await self._memory.reading(), fixed_bound)
 
     async def keep_headroom(self) -> None:
         """Shed cached pages when Redis is past its headroom: asked before each fetch, it reads
@@ -223,9 +232,3 @@ class CacheRoom:
             return
         if freed:
             self._memory.stale()
-
-    async def _cache_bytes(self) -> int:
-        try:
-            return int(await self._redis.get(keys.page_bytes(self._queue)) or 0)
-        except (RedisError, OSError, ValueError):
-            return 0

@@ -146,6 +146,8 @@ class Claimed:
     payload: bytes | None
     job_try: int = 1
     standing: bytes | None = None
+    sent_at: float = 0.0  # time.monotonic() before the claim was sent: the lease is no older
+    lease: str | None = None  # the lease's value the claim wrote
 
 
 # What every claim does to one job, in the claim's own script: take the lease (SET NX, so a job
@@ -252,11 +254,11 @@ class Claimer:
         self._due_script = redis.register_script(CLAIM_DUE_SCRIPT)
         self._woken_script = redis.register_script(CLAIM_WOKEN_SCRIPT)
 
-    def _shared(self, now_ms: int) -> list[str | int]:
+    def _shared(self, now_ms: int, lease: str) -> list[str | int]:
         return [
             now_ms,
             self._lease_ms,
-            self._lease_value(now_ms),
+            lease,
             in_progress_key_prefix,
             job_key_prefix,
             retry_key_prefix,
@@ -269,20 +271,22 @@ class Claimer:
         A queue member whose id is not UTF-8 comes back as its raw bytes: it cannot name a result
         key, and the worker only removes it.
         """
-        now_ms = int(time.time() * 1000)
+        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
+        lease = self._lease_value(now_ms)
         flat = await self._due_script(
-            keys=[self._queue_name], args=[*self._shared(now_ms), wanted, DUE_SCAN_LIMIT]
+            keys=[self._queue_name], args=[*self._shared(now_ms, lease), wanted, DUE_SCAN_LIMIT]
         )
-        return _claims(flat)
+        return _claims(flat, sent_at, lease)
 
     async def claim_woken(self, job_id: bytes | str, more: int) -> list[Claimed | bytes]:
         """Claim the woken job and those of up to ``more`` further wake tokens, as they are due and free."""
-        now_ms = int(time.time() * 1000)
+        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
+        lease = self._lease_value(now_ms)
         flat = await self._woken_script(
             keys=[self._queue_name, keys.wake(self._queue_name)],
-            args=[*self._shared(now_ms), job_id, max(0, more), now_ms + WOKEN_SKEW_MS],
+            args=[*self._shared(now_ms, lease), job_id, max(0, more), now_ms + WOKEN_SKEW_MS],
         )
-        return _claims(flat)
+        return _claims(flat, sent_at, lease)
 
     async def claim(self, job_id: str) -> Claimed | None:
         """The claimed job when this worker now holds it, None when another has it or it is gone."""
@@ -290,12 +294,13 @@ class Claimer:
         return next((c for c in claimed if isinstance(c, Claimed)), None)
 
 
-def _claims(flat: Any) -> list[Claimed | bytes]:
+def _claims(flat: Any, sent_at: float, lease: str) -> list[Claimed | bytes]:
     rows = list(flat)
-    return [_claimed(*rows[i : i + CLAIM_FIELDS]) for i in range(0, len(rows), CLAIM_FIELDS)]
+    return [_claimed(rows[i : i + CLAIM_FIELDS], sent_at, lease) for i in range(0, len(rows), CLAIM_FIELDS)]
 
 
-def _claimed(raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any) -> Claimed | bytes:
+def _claimed(row: list[Any], sent_at: float, lease: str) -> Claimed | bytes:
+    raw_id, score, payload, tries, standing = row
     try:
         job_id = bytes(raw_id).decode()
     except UnicodeDecodeError:
@@ -306,6 +311,8 @@ def _claimed(raw_id: Any, score: Any, payload: Any, tries: Any, standing: Any) -
         None if payload is None else bytes(payload),
         int(tries),
         None if standing is None else bytes(standing),
+        sent_at,
+        lease,
     )
 
 

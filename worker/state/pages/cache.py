@@ -32,8 +32,6 @@ import contextlib
 import functools
 import hashlib
 import logging
-import math
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -49,10 +47,12 @@ from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
-from worker.state.memory import CacheRoom, relieving
+from worker.state.memory import BOOKKEEPING_RENEW_S, CacheRoom, relieving
+from worker.state.pages.documents import KEEP_FUNCTION, Keeping
 from worker.state.pages.entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -99,21 +99,28 @@ redis.call('APPEND', KEYS[2], '+')
 return {'join', string.match(redis.call('GET', KEYS[2]), '^[^+]*')}
 """
 
-# KEYS[1]: a flight lease. ARGV: token, lease ms. Extends the lease only while this job holds it
-# (its value is the token, then a '+' per job that joined).
+# KEYS[1]: a flight lease. ARGV: token, lease ms. Returns 1 while this job holds the lease (its
+# value is the token, then a '+' per job that joined). SET XX GET extends it and reads the holder in
+# one command, which is all a flight nobody joined needs; a value it did not write (joiners' marks,
+# or another job's lease after this one's lapsed) goes back in the same step, a whole lease time
+# ahead (what its own holder renews it to).
 RENEW_SCRIPT = """
-local holder = redis.call('GET', KEYS[1])
-if holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local holder = redis.call('SET', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2], 'GET')
+if not holder then
+  return 0
+end
+if holder ~= ARGV[1] then
+  redis.call('SET', KEYS[1], holder, 'PX', ARGV[2])
+end
+if string.sub(holder, 1, #ARGV[1]) == ARGV[1] then
+  return 1
 end
 return 0
 """
 
-# The end of a flight: worker/state/pages/cache_finish.lua says what it does.
-FINISH_SCRIPT = (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
-# How often one worker renews the cache's bookkeeping keys' time to live, which is the longest
-# entry's plus twice this: the bookkeeping always outlives the entries it counts.
-BOOKKEEPING_RENEW_S = 60.0
+# The end of a flight, with the keep of a leading fetch's document: worker/state/pages/cache_finish.lua
+# says what it does.
+FINISH_SCRIPT = KEEP_FUNCTION + (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
 # How often a worker checks Redis's headroom while it fetches nothing (worker.state.memory).
 HEADROOM_CHECK_S = 1.0
 
@@ -126,10 +133,12 @@ class ServedFrom(StrEnum):
 
 @dataclass(frozen=True)
 class Fresh:
-    """What a fetch produced: the page, and whether its response allows keeping it."""
+    """What a fetch produced: the page, whether its response allows keeping it, and its whole
+    document ready to keep (kept as the flight ends, in the same step; alone with the cache off)."""
 
     page: Page
     storable: bool
+    keeping: Keeping | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +174,7 @@ class PageCache:
         self._join = redis.register_script(JOIN_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._finish = redis.register_script(FINISH_SCRIPT)
-        self._bookkeeping_renewed = -math.inf
+        self._bookkeeping = Renewals(BOOKKEEPING_RENEW_S)
         self._room = CacheRoom(redis, settings.queue_name)
         self._keeper: asyncio.Task[None] | None = None
 
@@ -203,6 +212,8 @@ class PageCache:
         """
         if not self.enabled:
             fetched = await fetch(may_follow)
+            if fetched.keeping is not None:
+                await fetched.keeping.keep()
             return Served(fetched.page, ServedFrom.FETCHED)
         await self._room.keep_headroom()
         digest = url_digest(target.url)
@@ -262,40 +273,63 @@ class PageCache:
             await asyncio.shield(self._publish(entry, lease, token, Abandoned(), 0))
             raise
         page = replace(fetched.page, hops=tuple(hops))
-        await self._publish(entry, lease, token, page, self._ttl_ms if fetched.storable else 0)
+        keep_ms = self._ttl_ms if fetched.storable else 0
+        await self._publish(entry, lease, token, page, keep_ms, fetched.keeping)
         return Served(page, ServedFrom.FETCHED)
 
-    async def _publish(self, entry: str, lease: str, token: str, outcome: Outcome, keep_ms: int) -> None:
-        """End the flight: the outcome to its waiters, and into the cache when ``keep_ms`` > 0."""
+    async def _publish(
+        self,
+        entry: str,
+        lease: str,
+        token: str,
+        outcome: Outcome,
+        keep_ms: int,
+        keeping: Keeping | None = None,
+    ) -> None:
+        """End the flight: the outcome to its waiters, into the cache when ``keep_ms`` > 0, and the
+        fetch's document kept (``keeping``), all in one step."""
         payload = encode(outcome)
         keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
-        renew = keep and time.monotonic() - self._bookkeeping_renewed >= BOOKKEEPING_RENEW_S
-        bound = await self._room.bound(MAX_CACHE_BYTES) if keep else MAX_CACHE_BYTES
+        renew = keep and self._bookkeeping.due()
+        bound, room = await self._room.limits(MAX_CACHE_BYTES) if keep else (MAX_CACHE_BYTES, None)
+        keys_ = [
+            entry,
+            lease,
+            keys.page_flight_done(self._queue, token),
+            keys.page_index(self._queue),
+            keys.page_bytes(self._queue),
+        ]
+        args: list[bytes | int | str] = [
+            token,
+            payload,
+            int(keep),
+            keep_ms,
+            bound,
+            DONE_TTL_MS,
+            MAX_EVICTIONS,
+            MAX_PRUNE,
+            self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
+            int(renew),
+            LEASE_MS,
+            "" if room is None else room,
+        ]
+        if keeping is not None:
+            keys_ += keeping.keys
+            args += keeping.args
         try:
-            await self._finish(
-                keys=[
-                    entry,
-                    lease,
-                    keys.page_flight_done(self._queue, token),
-                    keys.page_index(self._queue),
-                    keys.page_bytes(self._queue),
-                ],
-                args=[
-                    token,
-                    payload,
-                    int(keep),
-                    keep_ms,
-                    bound,
-                    DONE_TTL_MS,
-                    MAX_EVICTIONS,
-                    MAX_PRUNE,
-                    self._ttl_ms + int(2 * BOOKKEEPING_RENEW_S * 1000),
-                    int(renew),
-                ],
-            )
-            if renew:
-                self._bookkeeping_renewed = time.monotonic()
+            if keeping is None:
+                await self._finish(keys=keys_, args=args)
+            else:
+                # A full Redis makes room from the cache and the kept documents first, as a keep did.
+                await relieving(self._redis, self._queue, lambda: self._finish(keys=keys_, args=args))
         except (RedisError, OSError) as exc:
+            if renew:
+                self._bookkeeping.failed()
+            if keeping is not None:
+                # Still no room for the document: the flight ends without it, its waiters told.
+                keeping.store.failed(keeping, exc)
+                await self._publish(entry, lease, token, outcome, keep_ms)
+                return
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
 

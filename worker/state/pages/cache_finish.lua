@@ -6,8 +6,13 @@
 -- ARGV: 1 token, 2 the outcome, 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in
 -- bytes, 6 the done list's ms, 7 the most evictions, 8 the most expired index entries to drop,
 -- 9 how long the bookkeeping keys live (ms: longer than any entry, so they outlive every entry they
--- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute).
--- Returns 1 when the entry was kept.
+-- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute),
+-- 11 the flight lease's ms, 12 what Redis has free beyond its headroom (bytes, negative past it; ''
+-- when its memory bounds nothing): the bound is then worker.state.memory.cache_bound's, with what
+-- the cache holds read here rather than by a command of its own.
+-- A leading fetch that kept its document passes the keep's keys and arguments after these
+-- (documents.py, KEEP_FUNCTION: KEYS 6 to 9, ARGV 13 to 19), and it is kept in this same step.
+-- Returns {1 when the entry was kept, 1 when the document was}.
 --
 -- One script, so a newcomer never sees the lease gone before the page is in the cache (it would
 -- fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
@@ -19,10 +24,13 @@
 -- side of the bound). A page stored again with another size (a fresh fetch) leaves its old member
 -- counted until it is swept or evicted; evicting it removes the page only while the page is still
 -- the one it counted (STRLEN), never its successor.
-local kept = 0
-if ARGV[3] == '1' then
+local kept, document = 0, 0
+local now = 0
+if ARGV[3] == '1' or #KEYS > 5 then
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+if ARGV[3] == '1' then
   local size = string.len(ARGV[2])
   local bound = tonumber(ARGV[5])
   local mine = KEYS[1] .. '|' .. size
@@ -35,6 +43,9 @@ if ARGV[3] == '1' then
     grown = size
   end
   local total = redis.call('INCRBY', KEYS[5], grown)
+  if ARGV[12] ~= '' then
+    bound = math.max(0, math.min(bound, total - grown + tonumber(ARGV[12])))
+  end
   local freed = 0
   if total > bound then
     for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))) do
@@ -75,16 +86,23 @@ if ARGV[3] == '1' then
     redis.call('PEXPIRE', KEYS[5], ARGV[9])
   end
 end
+if #KEYS > 5 then
+  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 13, 19)}, now)
+end
 -- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
 -- pushed to the done list only when somebody waits for it (or the lease is no longer this job's,
 -- when a waiter may be watching the done list too).
-local holder = redis.call('GET', KEYS[2])
+--
+-- GETDEL reads and ends the lease in one command. When the lease is no longer this job's (it
+-- lapsed and another job leads the flight now), it goes back at once, in this same step, with a
+-- whole lease time: the new leader renews it to that every beat anyway.
+local holder = redis.call('GETDEL', KEYS[2])
 local mine = holder and string.sub(holder, 1, #ARGV[1]) == ARGV[1]
-if mine then
-  redis.call('DEL', KEYS[2])
+if holder and not mine then
+  redis.call('SET', KEYS[2], holder, 'PX', ARGV[11])
 end
 if not mine or #holder > #ARGV[1] then
   redis.call('RPUSH', KEYS[3], ARGV[2])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
 end
-return kept
+return {kept, document}

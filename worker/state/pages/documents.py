@@ -4,10 +4,12 @@ A fetch returns one piece of a document; the rest is read by continuations (an o
 which must not fetch again nor depend on the 15-minute page cache. So each fetched document's
 whole text is kept here at its first fetch, in every format, for the report's budget window.
 
-A document is two strings: its text, every format's chunks of ``CHUNK_CHARS`` characters
-zlib-compressed one after another (a piece reads one or two chunks with GETRANGE, never the
-whole), and a small record (the page without its text, and per format its length, page offsets
-and chunk byte ranges). Each report maps (extract, URL) to the document it read, so a
+A document is one string: a small record (the page without its text, and per format its length,
+page offsets and chunk byte ranges) behind a fixed-width header that gives its length, then its
+text, every format's chunks of ``CHUNK_CHARS`` characters zlib-compressed one after another. A
+lookup reads the head (GETRANGE), which nearly always holds the whole record; a piece reads one or
+two chunks with GETRANGE, never the whole. One string, so one SET keeps it, and a document shed
+or expired takes its record with it. Each report maps (extract, URL) to the document it read, so a
 continuation reads exactly what that report's first fetch returned, even if the page changed.
 
 The text counts in the page cache's memory discipline: it is indexed and sized as the cache's
@@ -33,9 +35,10 @@ from redis.exceptions import RedisError
 
 from worker.logs import fields
 from worker.state import keys
-from worker.state.memory import relieving
+from worker.state.memory import BOOKKEEPING_RENEW_S, relieving
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
+from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -43,55 +46,83 @@ if TYPE_CHECKING:
 log = logging.getLogger("research.documents")
 
 CHUNK_CHARS = 65_536
-VERSION = 2
+VERSION = 3
+# The record's length, in ASCII digits, at the head of the document.
+HEADER_BYTES = 10
+# A lookup reads this much of the head: the whole record, unless the page brought hundreds of links.
+HEAD_BYTES = 32 * 1024
 
 # All documents' texts of a queue: this bound, and what Redis's memory allows (worker.state.memory).
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 MAX_EVICTIONS = 64
 
-# KEYS: 1 the text, 2 the record, 3 the documents' index, 4 their total bytes, 5 the report's map of
-# the documents it read. ARGV: 1 the text, 2 the record, 3 time to live ms, 4 the bound in bytes,
-# 5 the most evictions, 6 the report's field for this document, 7 its digest. Returns 1 when kept.
-# One script, so the text is indexed and counted in the same step it is written (the bookkeeping
-# never misses bytes it holds), and room is made by dropping the documents closest to expiry, each
-# only while it is still the text its member counted (STRLEN). The record is small, beside it.
-KEEP_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local size = string.len(ARGV[1])
-local total = tonumber(redis.call('GET', KEYS[4]) or '0')
-local evicted = 0
-while total + size > tonumber(ARGV[4]) and evicted < tonumber(ARGV[5]) do
-  local oldest = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #oldest == 0 then
-    break
+# The keep, as a Lua function that both KEEP_SCRIPT and the page cache's finish script
+# (cache_finish.lua) run: a leading fetch keeps its document in the same step as it ends its page
+# flight. K: 1 the document, 2 the documents' index, 3 their total bytes, 4 the report's note of the
+# document it read. A: 1 the document, 2 time to live ms, 3 the bound in bytes, 4 the most
+# evictions, 5 the document's digest, 6 how long the bookkeeping keys live (ms: longer than any
+# document), 7 '1' to renew the bookkeeping's time to live (each worker does at most once a
+# minute). ``now``: Redis's clock, ms. Returns 1 when kept.
+#
+# The document is indexed and counted in the same step it is written (the bookkeeping never misses
+# bytes it holds), and room is made by dropping the documents closest to expiry, each only while it
+# is still the one its member counted (STRLEN). The report's note is small, beside it. As in the
+# page cache's store, the size travels in the index member, so one ZADD indexes and sizes the
+# document and one INCRBY counts it: the common keep is five commands. Its first write is the
+# ZADD, so a full Redis refuses it before anything is written.
+KEEP_FUNCTION = """
+local function keep_document(K, A, now)
+  local size = string.len(A[1])
+  local bound = tonumber(A[3])
+  local mine = K[1] .. '|' .. size
+  local grown = 0
+  if redis.call('ZADD', K[2], now + tonumber(A[2]), mine) == 1 then
+    grown = size
   end
-  local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
-  key = key or oldest[1]
-  if redis.call('STRLEN', key) == tonumber(bytes or '0') then
-    redis.call('UNLINK', key)
+  local total = redis.call('INCRBY', K[3], grown)
+  local freed, evicted = 0, 0
+  while total - freed > bound and evicted < tonumber(A[4]) do
+    local oldest = redis.call('ZRANGE', K[2], 0, 0)
+    if #oldest == 0 or oldest[1] == mine then
+      break
+    end
+    local key, bytes = string.match(oldest[1], '^(.*)|(%d+)$')
+    key, bytes = key or oldest[1], tonumber(bytes or '0')
+    redis.call('ZREM', K[2], oldest[1])
+    if redis.call('STRLEN', key) == bytes then
+      redis.call('UNLINK', key)
+    end
+    freed = freed + bytes
+    evicted = evicted + 1
   end
-  redis.call('ZREM', KEYS[3], oldest[1])
-  total = total - tonumber(bytes or '0')
-  evicted = evicted + 1
+  local kept = 0
+  if total - freed <= bound then
+    redis.call('SET', K[1], A[1], 'PX', A[2])
+    redis.call('SET', K[4], A[5], 'PX', A[2])
+    kept = 1
+  else
+    redis.call('ZREM', K[2], mine)
+    freed = freed + size
+  end
+  if freed > 0 then
+    redis.call('DECRBY', K[3], math.min(freed, total))
+  end
+  if A[7] == '1' or total == grown then
+    redis.call('PEXPIRE', K[2], A[6])
+    redis.call('PEXPIRE', K[3], A[6])
+  end
+  return kept
 end
-if total + size > tonumber(ARGV[4]) then
-  redis.call('SET', KEYS[4], math.max(total, 0))
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), KEYS[1] .. '|' .. size) == 1 then
-  total = total + size
-end
-redis.call('SET', KEYS[4], math.max(total, 0), 'PX', ARGV[3])
-if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) / 2 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-redis.call('HSET', KEYS[5], ARGV[6], ARGV[7])
-redis.call('PEXPIRE', KEYS[5], ARGV[3])
-return 1
 """
+
+# KEYS and ARGV: the keep's own. A document kept without a page flight (the cache off).
+KEEP_SCRIPT = (
+    KEEP_FUNCTION
+    + """
+local t = redis.call('TIME')
+return keep_document(KEYS, ARGV, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -109,6 +140,7 @@ class Kept:
     digest: str
     page: Page  # the page's record, its text left out
     layouts: Mapping[str, Layout]
+    base: int = 0  # where the text starts in the stored document (its chunk ranges count from here)
 
 
 class Gone:
@@ -153,23 +185,42 @@ def packed(texts: Mapping[str, str]) -> tuple[bytes, dict[str, list[tuple[int, i
     return b"".join(parts), ranges
 
 
+@dataclass(frozen=True)
+class Keeping:
+    """A fetched document ready to keep: its digest, and the keep's keys and arguments (in
+    KEEP_FUNCTION's order)."""
+
+    store: KeptDocuments
+    digest: str
+    url: str
+    nbytes: int  # the stored document's (record and compressed text)
+    keys: list[str]
+    args: list[bytes | int | str]
+
+    async def keep(self) -> bool:
+        """Keep it on its own (no page flight to end with it); True when kept."""
+        return await self.store._keep_alone(self)
+
+
 class KeptDocuments:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
         self._redis = redis
         self._ttl_s = ttl_s
         self._queue = queue_name
         self._keep = redis.register_script(KEEP_SCRIPT)
+        self._bookkeeping = Renewals(BOOKKEEPING_RENEW_S)
 
-    async def keep(
+    async def prepare(
         self,
         page: Page,
         texts: Mapping[str, str],
         page_offsets: Mapping[str, Sequence[int] | None],
         *,
         noted_for: tuple[str, str, str],
-    ) -> str | None:
-        """Keep a fetched document, noted as read by ``noted_for`` (report id, extract, URL) in the
-        same step; its digest, or None when it could not be kept."""
+    ) -> Keeping:
+        """A fetched document made ready to keep, noted as read by ``noted_for`` (report id,
+        extract, URL) in the same step: the page cache keeps it as its flight ends (or
+        ``Keeping.keep`` alone, with the cache off)."""
         digest = digest_of(page, texts)
         # Compressing a few MB takes tens of ms: off the event loop (zlib releases the GIL).
         body, ranges = await asyncio.to_thread(packed, texts)
@@ -185,54 +236,80 @@ class KeptDocuments:
                 for name, text in texts.items()
             },
         }
-        keys_ = [
-            keys.document(digest),
-            keys.document_meta(digest),
-            keys.document_index(self._queue),
-            keys.document_bytes(self._queue),
-            keys.documents(noted_for[0]),
-        ]
-        args: list[bytes | int | str] = [
-            body,
-            orjson.dumps(meta),
-            self._ttl_s * 1000,
-            MAX_DOCUMENT_BYTES,
-            MAX_EVICTIONS,
-            _field(noted_for[1], noted_for[2]),
+        record = orjson.dumps(meta)
+        document = f"{len(record):0{HEADER_BYTES}d}".encode() + record + body
+        renew = self._bookkeeping.due()
+        return Keeping(
+            self,
             digest,
-        ]
+            page.url,
+            len(document),
+            keys=[
+                keys.document(digest),
+                keys.document_index(self._queue),
+                keys.document_bytes(self._queue),
+                keys.document_note(*noted_for),
+            ],
+            args=[
+                document,
+                self._ttl_s * 1000,
+                MAX_DOCUMENT_BYTES,
+                MAX_EVICTIONS,
+                digest,
+                self._ttl_s * 1000 + int(2 * BOOKKEEPING_RENEW_S * 1000),
+                int(renew),
+            ],
+        )
+
+    def failed(self, keeping: Keeping, exc: BaseException) -> None:
+        """The keep did not run (Redis refused it, or was away): said once, its renewal given back."""
+        if keeping.args[-1] == 1:
+            self._bookkeeping.failed()
+        log.warning(
+            "a fetched document could not be kept for continuations",
+            extra=fields(url=keeping.url, bytes=keeping.nbytes, error=type(exc).__name__),
+        )
+
+    async def _keep_alone(self, keeping: Keeping) -> bool:
         try:
-            kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keys_, args=args))
-        except (RedisError, OSError) as exc:
-            log.warning(
-                "a fetched document could not be kept for continuations",
-                extra=fields(url=page.url, bytes=len(body), error=type(exc).__name__),
+            kept = await relieving(
+                self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=keeping.args)
             )
-            return None
-        return digest if kept else None
+        except (RedisError, OSError) as exc:
+            self.failed(keeping, exc)
+            return False
+        return bool(kept)
 
     async def remember(self, report_id: str, extract: str, url: str, digest: str) -> None:
         """Note that this report read ``digest`` for (extract, url), for the report's window."""
         try:
-            async with self._redis.pipeline(transaction=True) as tx:
-                tx.hset(keys.documents(report_id), _field(extract, url), digest)
-                tx.expire(keys.documents(report_id), self._ttl_s)
-                await tx.execute()
+            await self._redis.set(keys.document_note(report_id, extract, url), digest, ex=self._ttl_s)
         except (RedisError, OSError) as exc:
             log.warning("a report's kept document could not be noted", extra=fields(error=type(exc).__name__))
 
     async def lookup(self, report_id: str, extract: str, url: str) -> Kept | Gone | None:
         """The document this report read for (extract, url); GONE when no longer kept; None when the
         report never fetched it."""
-        digest = await self._redis.hget(keys.documents(report_id), _field(extract, url))  # type: ignore[misc]
+        digest = await self._redis.get(keys.document_note(report_id, extract, url))
         if digest is None:
             return None
         kept = await self.lookup_digest(digest.decode() if isinstance(digest, bytes) else str(digest))
         return kept if kept is not None else GONE
 
     async def lookup_digest(self, digest: str) -> Kept | None:
-        raw = await self._redis.get(keys.document_meta(digest))
-        return _kept(digest, raw) if raw is not None else None
+        """The document's record, read from its head (a second read only for a long record)."""
+        key = keys.document(digest)
+        head = bytes(await self._redis.getrange(key, 0, HEAD_BYTES - 1))
+        length = head[:HEADER_BYTES]
+        if len(length) != HEADER_BYTES or not length.isdigit():
+            return None  # gone (or not a document this worker wrote)
+        end = HEADER_BYTES + int(length)
+        if end > len(head):
+            head += bytes(await self._redis.getrange(key, len(head), end - 1))
+            if len(head) < end:
+                return None
+        kept = _kept(digest, head[HEADER_BYTES:end])
+        return replace(kept, base=end) if kept is not None else None
 
     async def text(self, kept: Kept, name: str, start: int, end: int) -> str | None:
         """Characters ``[start, end)`` of the document's text in format ``name``; None when gone."""
@@ -243,7 +320,7 @@ class KeptDocuments:
         if last >= len(chunks):
             return None
         low, high = chunks[first][0], chunks[last][1]
-        raw = await self._redis.getrange(keys.document(kept.digest), low, high - 1)
+        raw = await self._redis.getrange(keys.document(kept.digest), kept.base + low, kept.base + high - 1)
         if len(raw) != high - low:
             return None  # shed or expired since the record was read
         try:
@@ -251,10 +328,6 @@ class KeptDocuments:
         except (zlib.error, UnicodeDecodeError):
             return None
         return joined[start - first * CHUNK_CHARS : end - first * CHUNK_CHARS]
-
-
-def _field(extract: str, url: str) -> str:
-    return f"{extract}\n{url}"
 
 
 def _kept(digest: str, raw: bytes) -> Kept | None:
