@@ -23,11 +23,11 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from redis.exceptions import RedisError, ResponseError
 
-from worker.serialization import dumps
+from worker.serialization import JsonObject, dumps
 from worker.state import keys
 from worker.state.memory import is_out_of_memory
 
@@ -106,7 +106,7 @@ class Line(TypedDict):
     tries: int | None
 
 
-def line(result: Mapping[str, Any], outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
+def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
     """Never page text: a preview of the target (URL or query) and of the worker's error message."""
     target = result.get("url") or result.get("query") or ""
     error = result.get("error")
@@ -115,9 +115,9 @@ def line(result: Mapping[str, Any], outcome: str, duration_ms: float, run: JobRu
     cached = result.get("cached")
     provider = result.get("provider")
     return {
-        "job_id": result.get("job_id"),
-        "tool": result.get("tool"),
-        "report_id": result.get("report_id"),
+        "job_id": _text(result.get("job_id")),
+        "tool": _text(result.get("tool")),
+        "report_id": _text(result.get("report_id")),
         "outcome": outcome,
         "target": str(target)[:TARGET_PREVIEW_CHARS],
         "message": str(message)[:MESSAGE_PREVIEW_CHARS] if message is not None else None,
@@ -130,6 +130,10 @@ def line(result: Mapping[str, Any], outcome: str, duration_ms: float, run: JobRu
         "worker_id": run.worker_id if run else None,
         "tries": run.job_try if run else None,
     }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def bin_of(ms: float) -> int:
@@ -174,7 +178,7 @@ def microseconds(ms: float) -> int:
     return min(micro, MAX_MICROSECONDS)
 
 
-def slowest(result: Mapping[str, Any], duration_ms: float, run: JobRun | None = None) -> dict[str, int]:
+def slowest(result: JsonObject, duration_ms: float, run: JobRun | None = None) -> dict[str, int]:
     """The bucket fields one finished job raises to its own figures (the slowest of the minute)."""
     tool = str(result.get("tool") or "unknown")
     figures = {f"{SLOWEST_DURATION}:{tool}": microseconds(duration_ms)}
@@ -194,7 +198,7 @@ def minute_of(at: float) -> int:
 
 
 def counters(
-    result: Mapping[str, Any], outcome: str, duration_ms: float, run: JobRun | None = None
+    result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None = None
 ) -> list[str]:
     """The bucket fields one finished job adds one to."""
     tool = str(result.get("tool") or "unknown")
@@ -213,7 +217,7 @@ def expiry_of(minute: int) -> str:
 def record(
     tx: Pipeline,
     queue_name: str,
-    result: Mapping[str, Any],
+    result: JsonObject,
     outcome: str,
     duration_ms: float,
     run: JobRun | None = None,
