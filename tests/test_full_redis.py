@@ -35,8 +35,11 @@ from worker import cli
 from worker.client import RedisOutOfMemory, ResearchClient
 from worker.config import Settings
 from worker.errors import ErrorKind
+from worker.guardian.urls import parse_https_url
+from worker.metrics import Metrics
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
+from worker.state.politeness import Politeness, host_of
 
 SITE = {"site.test": ["127.0.0.1"]}
 PAGE_BYTES = 40 * 1024
@@ -195,12 +198,12 @@ async def fill(redis: aioredis.Redis, token: str, start: int = 0) -> int:
     return count - start
 
 
-async def stay_full(redis: aioredis.Redis) -> int:
-    """Lower maxmemory well under what a full Redis uses, so that no dip in its memory lets a
-    write in; returns the limit to put back."""
+async def stay_full(redis: aioredis.Redis, margin: int = 512 * 1024) -> int:
+    """Lower maxmemory under what a full Redis uses by ``margin``, so that no dip in its memory
+    lets a write in; returns the limit to put back."""
     limit = int((await redis.config_get("maxmemory"))["maxmemory"])
     used = int((await redis.info("memory"))["used_memory"])
-    await redis.config_set("maxmemory", max(used - 512 * 1024, 1024 * 1024))
+    await redis.config_set("maxmemory", max(used - margin, 1024 * 1024))
     return limit
 
 
@@ -323,3 +326,31 @@ async def test_the_cache_gives_way_while_the_worker_fetches_nothing(
     assert before == 20
     assert after < before
     assert used <= int(memory["maxmemory"]) * 0.85
+
+
+async def test_a_host_slot_is_taken_at_the_memory_limit_once_the_cache_gives_way(
+    tmp_path: Path, ca: TestCA, token: str
+) -> None:
+    # Taking a host's slot is a write: at the limit, like the charge and the result, it waits on
+    # the page cache shedding its pages, instead of ending the job in an internal_error.
+    target = parse_https_url("https://site.test/page")
+    with small_redis(tmp_path, "4mb") as server:
+        settings = settings_on(server, ca, token, 10)
+        redis = aioredis.Redis.from_url(server.url)
+        try:
+            index, total = keys.page_index(settings.queue_name), keys.page_bytes(settings.queue_name)
+            cached = [keys.page(settings.queue_name, "main", f"{n:064x}") for n in range(8)]
+            for key in cached:
+                await redis.set(key, b"p" * 64 * 1024)
+                await redis.zadd(index, {f"{key}|{64 * 1024}": 1})
+            await redis.set(total, 8 * 64 * 1024)
+            await fill(redis, token)
+            await stay_full(redis, margin=64 * 1024)
+            loop = asyncio.get_running_loop()
+            async with Politeness(redis, settings, Metrics()).turn(target, loop.time() + 10):
+                holders = await redis.zcard(keys.host_slots(settings.queue_name, host_of(target)))
+            left = sum([await redis.exists(key) for key in cached])
+        finally:
+            await redis.aclose()
+    assert holders == 1
+    assert left < len(cached)  # the cache gave memory back so that the slot could be taken

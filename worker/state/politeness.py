@@ -38,6 +38,7 @@ from worker.errors import RateLimited, Timeout
 from worker.logs import fields
 from worker.state import keys
 from worker.state.leases import LEASE_MS, renewed
+from worker.state.memory import relieving
 from worker.state.queue import blocking_pop
 
 if TYPE_CHECKING:
@@ -260,9 +261,14 @@ class Politeness:
         slots = keys.host_slots(self._queue, host)
         backoffs = keys.host_backoffs(self._queue)
         while True:
-            reply = await self._acquire(
-                keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
-                args=[token, self._limit, LEASE_MS, host, FREE_TTL_MS],
+            # Taking a slot is a write: at Redis's memory limit the page cache gives way first.
+            reply = await relieving(
+                self._redis,
+                self._queue,
+                lambda: self._acquire(
+                    keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
+                    args=[token, self._limit, LEASE_MS, host, FREE_TTL_MS],
+                ),
             )
             granted, hold_ms = (int(x) for x in cast(list[int], reply))
             if granted:
