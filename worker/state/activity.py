@@ -197,9 +197,7 @@ def minute_of(at: float) -> int:
     return int(at // MINUTE_S)
 
 
-def counters(
-    result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None = None
-) -> list[str]:
+def counters(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None = None) -> list[str]:
     """The bucket fields one finished job adds one to."""
     tool = str(result.get("tool") or "unknown")
     fields = [count_field(tool, outcome), duration_field(tool, duration_ms)]
