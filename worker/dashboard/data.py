@@ -177,7 +177,7 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
     budgets, complete = await read_budgets(redis, settings)
     if not complete:
         partial.append("budgets")
-    spend, complete = await read_spend(redis)
+    spend, complete = await spend_rows(redis)
     if not complete:
         partial.append("spend")
     return Snapshot(
@@ -385,7 +385,7 @@ async def read_budgets(redis: ArqRedis, settings: Settings) -> tuple[list[Budget
     return [row for _, row in rows[:MAX_ROWS]], complete
 
 
-async def read_spend(redis: ArqRedis) -> tuple[list[SpendRow], bool]:
+async def spend_rows(redis: ArqRedis) -> tuple[list[SpendRow], bool]:
     """Each organization's days, as their owner reads them (``worker.state.spend``)."""
     names, complete = await scan_keys(redis, keys.spend_org_pattern(), MAX_CANDIDATES)
     rows = [
