@@ -54,6 +54,7 @@ from worker.client import ResearchClient
 from worker.config import Settings
 from worker.serialization import loads
 from worker.state import keys
+from worker.state.pages.entry import KeptPage, decode
 
 SEQUENTIAL_HITS = 200
 
@@ -195,18 +196,30 @@ async def workload(url: str, queue: str, port: int, bundle: Path, args: argparse
 
 
 def page_memory(url: str, queue: str, run: Run) -> None:
-    """MEMORY USAGE of every cached page's key, and its share of the cache's bookkeeping keys."""
+    """MEMORY USAGE of every cached page: its entry, the kept document the entry names (which holds
+    the page's text), and their share of the cache's and the documents' bookkeeping keys."""
     client = syncredis.Redis.from_url(url)
     try:
         entries = list(client.scan_iter(match=keys.page(queue, "*", "*"), count=1000))
         bookkeeping = sum(
-            int(client.memory_usage(key) or 0) for key in (keys.page_index(queue), keys.page_bytes(queue))
+            int(client.memory_usage(key) or 0)
+            for key in (
+                keys.page_index(queue),
+                keys.page_bytes(queue),
+                keys.document_index(queue),
+                keys.document_bytes(queue),
+            )
         )
         run.cached_pages = len(entries)
         for key in entries:
             share = bookkeeping // max(1, len(entries))
-            run.page_memory.append(int(client.memory_usage(key, samples=0) or 0) + share)
-            run.entry_bytes.append(int(client.strlen(key)))
+            raw = client.get(key) or b""
+            entry = decode(raw)
+            document = 0
+            if isinstance(entry, KeptPage):
+                document = int(client.memory_usage(keys.document(entry.document), samples=0) or 0)
+            run.page_memory.append(int(client.memory_usage(key, samples=0) or 0) + document + share)
+            run.entry_bytes.append(len(raw))
     finally:
         client.close()
 
@@ -272,7 +285,11 @@ def report(on: Run, off: Run, args: argparse.Namespace) -> None:
             "keep-alive too",
         ),
         ("cached pages in Redis", lambda r: str(r.cached_pages), ""),
-        ("Redis memory per cached page", lambda r: kb(r.page_memory), "entry + bookkeeping"),
+        (
+            "Redis memory per cached page",
+            lambda r: kb(r.page_memory),
+            "entry + its document (both formats) + bookkeeping",
+        ),
         ("cached entry size (mean)", lambda r: kb(r.entry_bytes), ""),
     ]
     print(f"  {'':36} {on.label:>16} {off.label:>16}   anchor")

@@ -66,6 +66,7 @@ from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import ReadBudget, Tool
+from worker.state.clock import RedisClock
 from worker.state.menu import Menu
 from worker.state.pages.cache import Fresh, PageCache
 from worker.state.pages.documents import Kept, KeptDocuments
@@ -240,15 +241,21 @@ class FetchPageTool(PageJob):
         # kept documents with it (both may be lost at no cost but a refetch); host slots, holds,
         # domain lists and robots verdicts stay on the main one, with the queue.
         self._cache_redis = await cache_redis(settings)
+        # The cache's times are its own Redis's, which may be another machine's clock.
+        cache_clock = runtime.clock if self._cache_redis is None else RedisClock(self._cache_redis)
+        documents = KeptDocuments(
+            self._cache_redis or runtime.redis,
+            ttl_s=settings.budget_window_s,
+            queue_name=settings.queue_name,
+            clock=cache_clock,
+        )
         self._parts = _Parts(
             fetcher=Fetcher(session, policy, limits),
-            pages=PageCache(self._cache_redis or runtime.redis, settings, runtime.metrics),
-            hosts=Politeness(runtime.redis, settings, runtime.metrics),
-            documents=KeptDocuments(
-                self._cache_redis or runtime.redis,
-                ttl_s=settings.budget_window_s,
-                queue_name=settings.queue_name,
+            pages=PageCache(
+                self._cache_redis or runtime.redis, settings, runtime.metrics, cache_clock, documents
             ),
+            hosts=Politeness(runtime.redis, settings, runtime.metrics, runtime.clock),
+            documents=documents,
             reads=ReadBudget(
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
@@ -346,7 +353,7 @@ class FetchPageTool(PageJob):
                     return rendered, False, InHand({request.format: rendered.text}, {})
             source: Source | None = in_hand[0] if in_hand else None
             if source is None and page.document is not None:
-                kept = await parts.documents.lookup_digest(page.document)
+                kept = served.kept or await parts.documents.lookup_digest(page.document)
                 source = FromKept(parts.documents, kept) if kept is not None else None
             if source is not None:
                 # The job that kept the document noted it for its report in the same step.

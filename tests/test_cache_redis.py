@@ -91,7 +91,8 @@ async def test_pages_go_to_the_cache_redis_and_host_slots_stay_on_the_main_one(
                 second = await client.fetch(f"{report}-2", url)
             in_cache_redis = await cache.exists(entry_key(tuned, url))
             in_main_redis = await redis.exists(entry_key(tuned, url))
-            indexed = await cache.zcard(keys.page_index(tuned.queue_name))
+            # The page's document, which its entry names, is kept and indexed there too.
+            indexed = await cache.zcard(keys.document_index(tuned.queue_name))
         finally:
             await cache.aclose()
     finally:

@@ -11,12 +11,15 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_pre
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.results import ok_result
 from tests.support.tools import TEST_TOOLS
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.runtime.claims import JobLeases, parse_lease
+from worker.serialization import loads
 from worker.state import keys
+from worker.state.results import ResultStore, Written
 
 SHORT_LEASE_MS = 600
 
@@ -234,3 +237,82 @@ async def test_renewal_leaves_another_workers_lease_as_it_was_and_keeps_the_clai
     lease = parse_lease(await redis.get(in_progress_key_prefix + mine))
     assert lease is not None and lease.claimed_ms == 1234  # renewing does not move the claim's time
     assert await redis.pttl(in_progress_key_prefix + mine) > 1_000
+
+
+async def held_job(redis: aioredis.Redis, queue: str, job_id: str, lease: str) -> None:
+    await redis.set(in_progress_key_prefix + job_id, lease)
+    await redis.set(job_key_prefix + job_id, b"payload")
+    await redis.set(retry_key_prefix + job_id, 1)
+    await redis.zadd(queue, {job_id: 1})
+
+
+async def test_the_result_that_stands_carries_its_jobs_finish_in_the_same_write(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    job_id = f"{token}-ends"
+    await held_job(redis, settings.queue_name, job_id, leases.value(1))
+    result = ok_result("echo", report, job_id, {"echo": "done"})
+    written = await store.write(result, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    assert written == Written(None, True)
+    assert await store.read(job_id) == result
+    for prefix in (in_progress_key_prefix, job_key_prefix, retry_key_prefix):
+        assert not await redis.exists(prefix + job_id)
+    assert await redis.zscore(settings.queue_name, job_id) is None
+    assert await redis.get(result_key_prefix + job_id) == b"record"
+
+
+async def test_a_result_written_after_the_lease_went_to_another_worker_leaves_its_job_alone(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    job_id = f"{token}-taken"
+    holder = f"other-{token}/2@5"
+    await held_job(redis, settings.queue_name, job_id, holder)
+    result = ok_result("echo", report, job_id, {"echo": "mine"})
+    written = await store.write(result, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    assert written == Written(None, False)  # first-wins: the result stands; the job is the holder's
+    assert await store.read(job_id) == result
+    assert await redis.get(in_progress_key_prefix + job_id) == holder.encode()
+    assert await redis.get(job_key_prefix + job_id) == b"payload"
+    assert await redis.zscore(settings.queue_name, job_id) == 1
+    assert not await redis.exists(result_key_prefix + job_id)
+
+
+async def test_a_write_that_finds_a_result_standing_finishes_nothing(
+    settings: Settings, redis: aioredis.Redis, token: str, report: str
+) -> None:
+    # The job is finished by its worker afterwards, with arq's record of the result that stands.
+    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
+    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    job_id = f"{token}-stood"
+    await held_job(redis, settings.queue_name, job_id, leases.value(1))
+    first = ok_result("echo", report, job_id, {"echo": "first"})
+    await store.write(first, 1.0)
+    second = ok_result("echo", report, job_id, {"echo": "second"})
+    written = await store.write(second, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    assert written == Written(first, None)
+    assert await redis.exists(in_progress_key_prefix + job_id, job_key_prefix + job_id) == 2
+    assert await redis.zscore(settings.queue_name, job_id) == 1
+    assert not await redis.exists(result_key_prefix + job_id)
+
+
+async def test_a_job_run_by_a_worker_ends_with_its_result_and_arqs_record_and_leaves_nothing_held(
+    settings: Settings, token: str, report: str, redis: aioredis.Redis
+) -> None:
+    async with running_worker(settings, TEST_TOOLS, poll_delay_s=0.05) as worker:
+        async with ResearchClient(settings=settings, job_id_prefix=f"{token}-") as client:
+            result = await client.call("echo", {"report_id": report, "value": "once"})
+        job_id = result["job_id"]
+        deadline = time.monotonic() + 5
+        while await redis.zscore(settings.queue_name, job_id) is not None:
+            assert time.monotonic() < deadline, "the job never left the queue"
+            await asyncio.sleep(0.02)
+        assert job_id not in worker._leases.held  # released with the finish: never renewed again
+    assert result["ok"] is True
+    for prefix in (in_progress_key_prefix, job_key_prefix, retry_key_prefix):
+        assert not await redis.exists(prefix + job_id)
+    record = loads(await redis.get(result_key_prefix + job_id))
+    assert record["s"] is True and record["r"]["job_id"] == job_id and "echo" not in record["r"]

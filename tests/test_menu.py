@@ -15,7 +15,7 @@ from tests.support.tls import TestCA, serve
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.state import keys
-from worker.state.menu import MENU_CAP, Menu
+from worker.state.menu import MENU_CAP, RENEW_EVERY_S, Menu
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -139,7 +139,27 @@ async def test_the_cap_holds_and_the_overflow_is_logged(
     assert again == 0
     assert sum("menu full" in r.getMessage() for r in caplog.records) == 1  # said once, counted after
     ttl = await redis.ttl(keys.menu(report))
-    assert 0 < ttl <= settings.budget_window_s
+    assert settings.budget_window_s < ttl <= settings.budget_window_s + 2 * RENEW_EVERY_S
+
+
+async def test_a_menus_ttl_is_set_when_it_starts_and_renewed_once_a_minute_by_a_write_that_adds(
+    settings: Settings, redis: aioredis.Redis, report: str
+) -> None:
+    window = settings.budget_window_s + 2 * RENEW_EVERY_S
+    key = keys.menu(report)
+    first, second = Menu(redis, settings), Menu(redis, settings)  # two workers
+    await first.record(report, ["https://site.test/1"])
+    assert window - 2 <= await redis.ttl(key) <= window
+    await redis.expire(key, 1000)  # as if a minute had gone by since
+    await first.record(report, ["https://site.test/2"])
+    assert await redis.ttl(key) <= 1000  # this worker renewed it within the minute
+    await second.record(report, ["https://site.test/1"])  # adds nothing: changes nothing
+    assert await redis.ttl(key) <= 1000
+    await second.record(report, ["https://site.test/3"])  # its renewal was not spent: this one renews
+    assert window - 2 <= await redis.ttl(key) <= window
+    await redis.delete(key)
+    await first.record(report, ["https://site.test/4"])  # starts the set again: always given its ttl
+    assert window - 2 <= await redis.ttl(key) <= window
 
 
 async def test_only_https_urls_the_guardian_would_parse_enter_the_menu(

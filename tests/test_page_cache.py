@@ -24,7 +24,9 @@ from worker.guardian.urls import canonical_url
 from worker.runtime.worker import ResearchWorker
 from worker.state import keys
 from worker.state.pages import cache as page_cache
+from worker.state.pages import documents
 from worker.state.pages.cache import url_digest
+from worker.state.pages.entry import KeptPage, decode
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -435,26 +437,30 @@ async def test_with_the_cache_off_every_fetch_reaches_the_server(
     assert kept == 0
 
 
-async def test_a_page_larger_than_the_entry_bound_is_served_but_not_kept(
-    settings: Settings, ca: TestCA, token: str, report: str, monkeypatch: pytest.MonkeyPatch
+async def test_a_page_is_cached_once_as_the_entry_that_names_its_kept_document(
+    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis
 ) -> None:
-    monkeypatch.setattr(page_cache, "MAX_ENTRY_BYTES", 200)
     site = Site()
     async with (
         site_server(ca, site) as server,
-        worker_and_client(cache_settings(settings, ca), token) as (
-            _,
-            client,
-        ),
+        worker_and_client(cache_settings(settings, ca), token) as (_, client),
     ):
         url = server.url("/a", name="site.test")
         first = await client.fetch(report, url)
+        entry = decode(await redis.get(entry_key(settings, url)))
         second = await client.fetch(f"{report}-2", url)
-    assert first["ok"] is True and second["cached"] is False
-    assert site.hits["/a"] == 2
+    # The entry is the document's name and the hops: the page's text is in Redis once, in the
+    # document, which serves the hit; nothing of the cache's own index counts it twice.
+    assert isinstance(entry, KeptPage) and entry.url == first["url"]
+    assert await redis.exists(keys.document(entry.document))
+    assert await redis.zcard(keys.page_index(settings.queue_name)) == 0
+    assert second["cached"] is True and site.hits["/a"] == 1
+    assert {k: v for k, v in second.items() if k not in ("cached", "job_id", "report_id")} == {
+        k: v for k, v in first.items() if k not in ("cached", "job_id", "report_id")
+    }
 
 
-async def test_the_cache_stays_within_its_bound_by_evicting_the_pages_closest_to_expiry(
+async def test_a_page_whose_document_does_not_fit_is_served_but_not_cached(
     settings: Settings,
     ca: TestCA,
     token: str,
@@ -462,13 +468,58 @@ async def test_the_cache_stays_within_its_bound_by_evicting_the_pages_closest_to
     redis: aioredis.Redis,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The documents are full (their bound is 0): the cache would only hold a name for nothing.
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_BYTES", 0)
     site = Site()
+    async with (
+        site_server(ca, site) as server,
+        worker_and_client(cache_settings(settings, ca), token) as (_, client),
+    ):
+        url = server.url("/a", name="site.test")
+        first = await client.fetch(report, url)
+        cached = await redis.exists(entry_key(settings, url))
+        second = await client.fetch(f"{report}-2", url)
+    assert first["ok"] is True and second["ok"] is True and second["cached"] is False
+    assert cached == 0 and site.hits["/a"] == 2
+
+
+async def test_a_hit_whose_document_is_gone_fetches_the_page_again(
+    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis
+) -> None:
+    site = Site()
+    async with (
+        site_server(ca, site) as server,
+        worker_and_client(cache_settings(settings, ca), token) as (_, client),
+    ):
+        url = server.url("/a", name="site.test")
+        await client.fetch(report, url)
+        entry = decode(await redis.get(entry_key(settings, url)))
+        assert isinstance(entry, KeptPage)
+        await redis.delete(keys.document(entry.document))  # shed by a full Redis, say
+        again = await client.fetch(f"{report}-2", url)
+        later = await client.fetch(f"{report}-3", url)
+    assert again["ok"] is True and again["cached"] is False and site.hits["/a"] == 2
+    assert later["cached"] is True and site.hits["/a"] == 2
+
+
+async def test_the_cache_stays_within_its_bound_by_evicting_the_entries_closest_to_expiry(
+    settings: Settings,
+    ca: TestCA,
+    token: str,
+    report: str,
+    redis: aioredis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the cache holds whole (here, pages gone with a 404) is indexed, sized and bounded.
+    site = Site()
+    paths = [f"/p{i}" for i in range(5)]
+    site.status.update({path: 404 for path in paths})
     async with site_server(ca, site) as server:
-        urls = [server.url(f"/p{i}", name="site.test") for i in range(5)]
+        urls = [server.url(path, name="site.test") for path in paths]
         async with worker_and_client(cache_settings(settings, ca), token) as (_, client):
             await client.fetch(report, urls[0])
             one_entry = await redis.strlen(entry_key(settings, urls[0]))
-            # Room for two and a half pages of this size (the paths differ by a few bytes at most).
+            # Room for two and a half entries of this size (the paths differ by a few bytes at most).
             bound = one_entry * 5 // 2
             monkeypatch.setattr(page_cache, "MAX_CACHE_BYTES", bound)
             for url in urls[1:]:
@@ -476,13 +527,13 @@ async def test_the_cache_stays_within_its_bound_by_evicting_the_pages_closest_to
             kept = [await redis.exists(entry_key(settings, url)) for url in urls]
             total = int(await redis.get(keys.page_bytes(settings.queue_name)) or 0)
             members = await redis.zrange(keys.page_index(settings.queue_name), 0, -1)
-            again = await client.fetch(f"{report}-2", urls[0])
+            await client.fetch(f"{report}-2", urls[0])
     assert kept == [0, 0, 0, 1, 1]
     assert total <= bound
     # Each index member carries its entry's size: the total is their sum.
     assert total == sum(int(member.rpartition(b"|")[2]) for member in members)
     assert len(members) == 2
-    assert again["cached"] is False
+    assert site.hits[paths[0]] == 2  # evicted: asked of the server again
 
 
 async def test_every_cache_key_carries_the_queue_so_deployments_sharing_a_redis_do_not_share_pages(

@@ -25,7 +25,7 @@ from worker.metrics import Metrics
 from worker.runtime.worker import ResearchWorker
 from worker.state import keys
 from worker.state.leases import LEASE_MS
-from worker.state.politeness import MAX_HOLD_S, Politeness, backing_off, host_of
+from worker.state.politeness import MAX_HOLD_S, SLOTS_TTL_MS, Politeness, backing_off, host_of
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -268,3 +268,39 @@ async def test_a_released_slot_wakes_a_waiting_job_at_once(settings: Settings, r
         woke_at = loop.time()
     await holder
     assert woke_at - released_at < 0.2  # a wake-up, not the once-a-second look
+
+
+async def test_a_hosts_slots_key_is_given_its_ttl_when_it_starts_and_renewed_once_a_minute_per_worker(
+    settings: Settings, redis: aioredis.Redis
+) -> None:
+    target = parse_https_url("https://site.test/page")
+    slots = keys.host_slots(settings.queue_name, host_of(target))
+    first, second = Politeness(redis, settings, Metrics()), Politeness(redis, settings, Metrics())
+    loop = asyncio.get_running_loop()
+    async with first.turn(target, loop.time() + 5):
+        assert SLOTS_TTL_MS - 1000 <= await redis.pttl(slots) <= SLOTS_TTL_MS  # started the key
+        await redis.pexpire(slots, 10_000)  # as if a minute had gone by since
+        async with first.turn(target, loop.time() + 5):
+            assert await redis.pttl(slots) <= 10_000  # this worker renewed it within the minute
+        async with second.turn(target, loop.time() + 5):
+            assert SLOTS_TTL_MS - 1000 <= await redis.pttl(slots) <= SLOTS_TTL_MS  # another worker's turn
+    assert not await redis.exists(slots)  # the last release took the last lease: the key is gone
+
+
+async def test_a_slot_and_a_hold_end_by_redis_clock_whatever_the_workers_wall_clock(
+    settings: Settings, redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = parse_https_url("https://site.test/page")
+    slots = keys.host_slots(settings.queue_name, host_of(target))
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # an hour ahead of Redis's
+    hosts = Politeness(redis, settings, Metrics())
+    loop = asyncio.get_running_loop()
+    async with hosts.turn(target, loop.time() + 5):
+        [(_, lease_ends)] = await redis.zrange(slots, 0, -1, withscores=True)
+    await hosts.hold_if_asked(target, 429, 30.0)
+    hold_ends = await redis.zscore(keys.host_backoffs(settings.queue_name), host_of(target))
+    seconds, micros = await redis.time()
+    redis_now = seconds * 1000 + micros / 1000
+    assert redis_now - 1000 <= lease_ends - LEASE_MS <= redis_now
+    assert hold_ends is not None and redis_now - 1000 <= hold_ends - 30_000 <= redis_now

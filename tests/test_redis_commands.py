@@ -21,12 +21,11 @@ from worker.archive.index import ReportIndex
 from worker.config import Settings
 from worker.metrics import Metrics
 from worker.state import keys, memory
-from worker.state.leases import LEASE_MS
+from worker.state.leases import LEASE_MS, Renewals
 from worker.state.memory import CacheRoom, Reading, RedisMemory, cache_bound
 from worker.state.pages.cache import RENEW_SCRIPT, PageCache
 from worker.state.pages.documents import HEAD_BYTES, Kept, KeptDocuments
 from worker.state.pages.entry import Page
-from worker.state.renewals import Renewals
 
 
 def page(url: str = "https://example.org/a") -> Page:

@@ -132,7 +132,8 @@ async def test_the_first_result_written_stands_and_a_second_writes_nothing(
     job_id = f"{token}-twice"
     first = ok_result("echo", report, job_id, {"echo": "first"})
     second = ok_result("echo", report, job_id, {"echo": "second"})
-    outcomes = await asyncio.gather(*(store.write(r, 1.0) for r in (first, second, first, second)))
+    written = await asyncio.gather(*(store.write(r, 1.0) for r in (first, second, first, second)))
+    outcomes = [w.standing for w in written]
     assert outcomes.count(None) == 1
     winner = next(r for r, o in zip((first, second, first, second), outcomes, strict=True) if o is None)
     assert all(o == winner for o in outcomes if o is not None)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from worker.archive.ids import parse_record_id
 from worker.state import keys
-from worker.state.renewals import Renewals
+from worker.state.leases import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -23,43 +23,32 @@ MAX_ENTRIES = 10_000
 # starts the list), to the window plus twice this: the list outlives its last entry by the window.
 RENEW_EVERY_S = 60.0
 
-# KEYS[1]: the report's index. ARGV: 1 the record id, 2 the most entries, 3 the list's time to live
-# in seconds. The entry and the renewal of the list's time to live in one step; the cut (LTRIM)
-# only once the list is past its bound.
-INDEX_SCRIPT = """
-local length = redis.call('RPUSH', KEYS[1], ARGV[1])
-if length > tonumber(ARGV[2]) then
-  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return length
-"""
-
 
 class ReportIndex:
-    """One worker's writes to the reports' indexes.
-
-    The write that renews a report's list (once a minute per worker) is the script; the others are
-    one RPUSH, whose reply says when more is needed: a list the push started (deleted since it was
-    renewed) is given its time to live at once, and a list past its bound is cut back."""
+    """One worker's writes to the reports' indexes: an entry is one RPUSH, whose reply says when more
+    is needed (a list the push started, deleted since it was renewed, is given its time to live at
+    once, and a list past its bound is cut back); the write that renews a report's list (once a
+    minute per worker) sends its EXPIRE in the same round trip."""
 
     def __init__(self, redis: Redis, window_s: int) -> None:
         self._redis = redis
         self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
-        self._script = redis.register_script(INDEX_SCRIPT)
         self._renewals = Renewals(RENEW_EVERY_S)
 
     async def add(self, report_id: str, record: str) -> None:
         key = keys.archive_report(report_id)
-        if self._renewals.due(report_id):
-            try:
-                await self._script(keys=[key], args=[record, MAX_ENTRIES, self._ttl_s])
-            except BaseException:
+        renew = self._renewals.due(report_id)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.rpush(key, record)
+                if renew:
+                    pipe.expire(key, self._ttl_s)
+                length = int((await pipe.execute())[0])
+        except BaseException:
+            if renew:
                 self._renewals.failed(report_id)
-                raise
-            return
-        length = int(await self._redis.rpush(key, record))  # type: ignore[misc]
-        if length == 1:
+            raise
+        if length == 1 and not renew:
             await self._redis.expire(key, self._ttl_s)
         elif length > MAX_ENTRIES:
             await self._redis.ltrim(key, 0, MAX_ENTRIES - 1)  # type: ignore[misc]

@@ -19,14 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from arq.constants import (
-    in_progress_key_prefix,
-    job_key_prefix,
-    result_key_prefix,
-    retry_key_prefix,
-)
+from arq.constants import in_progress_key_prefix
 
 from worker.state import keys
+from worker.state.clock import RedisClock
+from worker.state.queue import FINISH_FUNCTION, Finish
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -99,40 +96,8 @@ end
 return held
 """
 
-# arq's finish (finish_job and finish_failed_job), done only by the lease holder. KEYS: in-progress,
-# job, retry, arq result, queue. (arq's finish also takes the job out of its abort set; this worker
-# does not abort jobs, as arq's does not with allow_abort_jobs off, so nothing of its puts a job
-# there.) ARGV: holder token, job id, finish (1) or hand
-# back to the queue (0), arq's result record ('' for none), its TTL ms, the score a job handed
-# back is queued with ('' to leave it). Returns 1 when done, 0 when the job is another worker's
-# now (its key names another holder) or finished already (no key, and no longer queued): a resumed
-# worker neither removes the new holder's claim nor puts a finished job back in the queue. A job
-# handed back gets its score from before its claim moved it (plus any delay arq asked for), so it
-# is due again at once, or when arq's Retry said.
-FINISH_SCRIPT = """
-local owner = redis.call('GET', KEYS[1])
-if owner then
-  local prefix = ARGV[1] .. '@'
-  if string.sub(owner, 1, #prefix) ~= prefix then
-    return 0
-  end
-elseif not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
-  return 0
-end
-if ARGV[3] == '1' then
-  if ARGV[4] ~= '' then
-    redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
-  end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  redis.call('ZREM', KEYS[5], ARGV[2])
-else
-  redis.call('DEL', KEYS[1])
-  if ARGV[6] ~= '' then
-    redis.call('ZADD', KEYS[5], 'XX', ARGV[6], ARGV[2])
-  end
-end
-return 1
-"""
+# arq's finish, done only by the lease holder: worker.state.queue.FINISH_FUNCTION says what it does.
+FINISH_SCRIPT = FINISH_FUNCTION + "return finish_job(KEYS, ARGV)"
 
 
 def tried_score(ms: int, job_try: int) -> str:
@@ -154,12 +119,14 @@ class JobLeases:
         worker_id: str,
         lease_ms: int = LEASE_MS,
         clock: Callable[[], float] = time.monotonic,
+        redis_clock: RedisClock | None = None,
     ) -> None:
         self.token = holder_token(worker_id)
         self.lease_ms = lease_ms
         self.renew_every_s = lease_ms / 1000 * RENEW_SHARE
         self._queue_name = queue_name
         self._clock = clock
+        self._redis_clock = redis_clock or RedisClock(redis)
         self._held: dict[str, int] = {}  # job id -> its try
         self._set_at: dict[str, float] = {}  # job id -> when its lease was last set (clock)
         self._values: dict[str, str] = {}  # job id -> its lease's value, as its claim wrote it
@@ -206,7 +173,7 @@ class JobLeases:
         tries = [part for job_id, job_try in held for part in (job_id, job_try, self._values[job_id])]
         flags = await self._renew(
             keys=[self._queue_name, *pairs],
-            args=[self.lease_ms, self.token, int(time.time() * 1000), *tries],
+            args=[self.lease_ms, self.token, await self._redis_clock.now_ms(), *tries],
         )
         lost = {job_id for job_id, flag in zip(job_ids, flags, strict=True) if not int(flag)}
         lost &= set(self._held)  # a job that finished while the script ran was not lost, only done
@@ -234,21 +201,10 @@ class JobLeases:
         """
         job_try = self._held.get(job_id, 1)
         self.release(job_id)
-        done = await self._finish(
-            keys=[
-                in_progress_key_prefix + job_id,
-                job_key_prefix + job_id,
-                retry_key_prefix + job_id,
-                result_key_prefix + job_id,
-                self._queue_name,
-            ],
-            args=[
-                self.token,
-                job_id,
-                1 if finish else 0,
-                arq_result or b"",
-                max(1, result_ttl_ms),
-                "" if requeue_score is None else tried_score(requeue_score, job_try),
-            ],
-        )
-        return bool(int(done))
+        requeue = None if requeue_score is None else tried_score(requeue_score, job_try)
+        step = Finish(self._queue_name, job_id, self.token, finish, arq_result, result_ttl_ms, requeue)
+        return bool(int(await self._finish(keys=step.keys(), args=step.args())))
+
+    def finishing(self, job_id: str, arq_result: bytes | None, result_ttl_ms: int) -> Finish:
+        """The finish of a job that ended, for the result's write to carry (``worker.state.results``)."""
+        return Finish(self._queue_name, job_id, self.token, True, arq_result, result_ttl_ms)

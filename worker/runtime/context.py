@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from worker.metrics import Metrics
     from worker.runtime.cpu_slots import CpuSlots
     from worker.state.budget import Budgets
+    from worker.state.clock import RedisClock
     from worker.state.menu import Menu
     from worker.state.results import ResultStore
 
@@ -30,6 +31,7 @@ class Runtime:
     metrics: Metrics
     menu: Menu
     cpu_slots: CpuSlots
+    clock: RedisClock  # Redis's clock, for the times that scripts on the main Redis store
     # Job ids whose result this worker wrote (or found written) and whose finish arq has not
     # recorded yet: at the finish, a job that is not here gets a stand-in result, so no job ends
     # without one.

@@ -33,6 +33,7 @@ from worker.runtime.context import JobContext, Runtime
 from worker.serialization import JsonObject
 from worker.state.activity import JobRun
 from worker.state.memory import relieving
+from worker.state.queue import Finish
 from worker.state.result_records import (
     About,
     ErrorResult,
@@ -81,6 +82,19 @@ class ToolJob(Protocol):
     async def stop(self) -> None: ...
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> Fields: ...
+
+
+class Finishing(Protocol):
+    """arq's finish of the running job, which its result's write carries in the same step (the
+    worker puts one in the job's ctx as ``FINISHING``; a job run any other way has none)."""
+
+    def finish_of(self, result: JsonObject) -> Finish: ...
+
+    def finished(self, done: bool) -> None:
+        """What the write's finish did: done, or found the job another worker's."""
+
+
+FINISHING = "finishing"
 
 
 # A tool outside the contract (tests, benchmarks) hands back its own JSON object.
@@ -199,7 +213,7 @@ async def _run_tool(
                 queue_wait_s,
             )
             raise
-        return await _finish(runtime, tool, result, started, job_try, queue_wait_s)
+        return await _finish(runtime, tool, result, started, job_try, queue_wait_s, ctx.get(FINISHING))
     finally:
         runtime.metrics.in_progress.dec()
 
@@ -211,12 +225,13 @@ async def _finish(
     started: float,
     job_try: int,
     queue_wait_s: float,
+    finishing: Finishing | None = None,
 ) -> Result:
-    """Write the result and count it; returns the result that stands (another worker's, when its
-    write came first)."""
+    """Write the result (with arq's finish, when ``finishing``) and count it; returns the result
+    that stands (another worker's, when its write came first)."""
     duration_s = time.perf_counter() - started
     run = JobRun(runtime.settings.worker_id, job_try, queue_wait_s * 1000)
-    standing, first = await write_result(runtime, result, duration_s * 1000, run)
+    standing, first = await write_result(runtime, result, duration_s * 1000, run, finishing)
     if not first:
         log.warning(
             "another worker wrote this job's result first; this run's result is dropped",
@@ -244,10 +259,14 @@ async def _finish(
 
 
 async def write_result(
-    runtime: Runtime, result: Result, duration_ms: float, run: JobRun | None = None
+    runtime: Runtime,
+    result: Result,
+    duration_ms: float,
+    run: JobRun | None = None,
+    finishing: Finishing | None = None,
 ) -> tuple[Result, bool]:
-    """Write the job's result if it is the first; returns the result that stands, and whether it
-    is this one.
+    """Write the job's result if it is the first, with arq's finish when ``finishing`` (and the
+    write stands); returns the result that stands, and whether it is this one.
 
     A result that cannot be serialized, or that Redis refuses (out of memory, too large), is
     replaced by ``unstored_result``: the job's identity and a kind, so the agent learns the job
@@ -263,10 +282,11 @@ async def write_result(
     delay = 0.1
     for attempt in range(RESULT_WRITE_ATTEMPTS):
         try:
-            standing = await relieving(
+            finish = finishing.finish_of(as_json(candidate)) if finishing is not None else None
+            written = await relieving(
                 runtime.redis,
                 runtime.settings.queue_name,
-                functools.partial(runtime.results.write, candidate, duration_ms, run),
+                functools.partial(runtime.results.write, candidate, duration_ms, run, finish),
             )
         except (TypeError, ValueError, ResponseError) as exc:
             # orjson's encode error is a TypeError; Redis refusing a write is a ResponseError.
@@ -289,6 +309,9 @@ async def write_result(
             delay = min(delay * 2, 5.0)
             continue
         runtime.settled.add(job_id)
+        if finishing is not None and written.finished is not None:
+            finishing.finished(written.finished)
+        standing = written.standing
         if candidate is not result and standing is None:
             await refund_charge(runtime, result)
         return (candidate, True) if standing is None else (standing, False)

@@ -30,6 +30,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -45,15 +46,16 @@ from worker.runtime import fingerprint, metrics_server
 from worker.runtime.claims import LEASE_MS, JobLeases
 from worker.runtime.context import Runtime
 from worker.runtime.cpu_slots import CpuSlots
-from worker.runtime.envelope import MAX_TRIES, ToolJob, arq_function
+from worker.runtime.envelope import FINISHING, MAX_TRIES, ToolJob, arq_function
 from worker.runtime.payload import MalformedJob, read_payload
 from worker.runtime.settling import Ending, Settling, arq_record, payload_of
-from worker.serialization import dumps, loads
+from worker.serialization import JsonObject, dumps, loads
 from worker.state import activity, health, keys
 from worker.state.budget import Budgets
+from worker.state.clock import RedisClock
 from worker.state.memory import is_out_of_memory
 from worker.state.menu import Menu
-from worker.state.queue import OURS_FIELD, Claimed, Claimer, blocking_pop
+from worker.state.queue import OURS_FIELD, Claimed, Claimer, Finish, blocking_pop
 from worker.state.redis_conn import connect
 from worker.state.results import ResultStore
 
@@ -78,6 +80,37 @@ def result_head(result: Any) -> Any:
     return {name: result[name] for name in RESULT_HEAD if name in result}
 
 
+@dataclass
+class JobFinishing:
+    """arq's finish of a running job, handed to its envelope (``envelope.Finishing``) so that the
+    result's write carries it: one step, one round trip, for the job's end."""
+
+    leases: JobLeases
+    queue_name: str
+    job_id: str
+    function_name: str
+    job: dict[str, Any]
+    job_try: int
+    start_ms: int
+    record_ttl_ms: int  # 0: arq keeps no result record
+    done: bool = False
+
+    def finish_of(self, result: JsonObject) -> Finish:
+        record = None
+        if self.record_ttl_ms > 0:
+            kept = result_head(result) if self.job.get(OURS_FIELD) else result
+            record = arq_record(
+                self.job_id, self.queue_name, self.function_name, success=True, result=kept,
+                job=self.job, job_try=self.job_try, start_ms=self.start_ms,
+            )  # fmt: skip
+        return self.leases.finishing(self.job_id, record, self.record_ttl_ms)
+
+    def finished(self, done: bool) -> None:
+        self.done = done
+        if done:
+            self.leases.release(self.job_id)  # its lease is gone with the finish: renew it no more
+
+
 class ResearchWorker(Worker):
     def __init__(
         self,
@@ -99,6 +132,7 @@ class ResearchWorker(Worker):
         self._backlog = False
         self._claimer: Claimer
         self._leases: JobLeases
+        self._redis_clock: RedisClock
         self._settling: Settling
         self._claims: dict[str, Claimed] = {}  # claimed, handed to run_job, not yet read by it
         self._metrics_runner: web.AppRunner | None = None
@@ -126,7 +160,7 @@ class ResearchWorker(Worker):
         )
 
     async def _on_startup(self, ctx: dict[str, Any]) -> None:
-        runtime = await build_runtime(self.settings, self.pool)
+        runtime = await build_runtime(self.settings, self.pool, self._redis_clock)
         for tool in self._tools:
             await tool.start(runtime)
         if self.settings.metrics_port is not None:
@@ -178,8 +212,13 @@ class ResearchWorker(Worker):
         and the loop rides out a Redis outage with a backoff."""
         if self._pool is None:
             self._pool = await connect(self.settings)
-        self._leases = JobLeases(self.pool, self.queue_name, self.settings.worker_id, self._lease_ms)
-        self._claimer = Claimer(self.pool, self.queue_name, self._lease_ms, self._leases.value)
+        self._redis_clock = RedisClock(self.pool)
+        self._leases = JobLeases(
+            self.pool, self.queue_name, self.settings.worker_id, self._lease_ms, redis_clock=self._redis_clock
+        )
+        self._claimer = Claimer(
+            self.pool, self.queue_name, self._lease_ms, self._leases.value, self._redis_clock
+        )
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
@@ -443,12 +482,17 @@ class ResearchWorker(Worker):
             )  # fmt: skip
             await asyncio.shield(self._settling.end(job_id, job, Ending.TRIES_USED_UP, record))
             return
+        finishing = JobFinishing(
+            self._leases, self.queue_name, job_id, function_name, job, job_try, start_ms,
+            self._result_ttl_ms if self.keep_result_s > 0 else 0,
+        )  # fmt: skip
         ctx = {
             **self.ctx,
             "job_id": job_id,
             "job_try": job_try,
             "enqueue_time": ms_to_datetime(enqueue_time_ms),
             "score": score,
+            FINISHING: finishing,
         }
         timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
         task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
@@ -475,6 +519,12 @@ class ResearchWorker(Worker):
         else:
             success = True
             self.jobs_complete += 1
+        if finishing.done:
+            # The result's write finished the job for arq in the same step (a job cancelled or
+            # timed out after it is finished all the same, never handed back).
+            if self.runtime is not None:
+                self.runtime.settled.discard(job_id)
+            return
         record = None
         if finish and self.keep_result_s > 0:
             kept = result_head(result) if job is not None and job.get(OURS_FIELD) else result
@@ -517,7 +567,7 @@ class ResearchWorker(Worker):
         return int(self.keep_result_s * 1000)
 
 
-async def build_runtime(settings: Settings, redis: Any) -> Runtime:
+async def build_runtime(settings: Settings, redis: Any, clock: RedisClock | None = None) -> Runtime:
     return Runtime(
         settings=settings,
         redis=redis,
@@ -526,4 +576,5 @@ async def build_runtime(settings: Settings, redis: Any) -> Runtime:
         metrics=Metrics(),
         menu=Menu(redis, settings),
         cpu_slots=CpuSlots(settings.reduce_slots),
+        clock=clock or RedisClock(redis),
     )

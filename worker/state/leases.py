@@ -1,9 +1,16 @@
-"""Leases held in Redis and renewed while the work they guard runs.
+"""Keys kept alive in Redis: leases renewed while the work they guard runs, and bookkeeping
+whose time to live is renewed at most once a while.
 
 A lease lives ``LEASE_MS`` unless renewed, so whatever a worker holds (a host slot, a page flight)
 is freed within a lease time when the worker dies. ``renewed`` keeps one lease alive for the length
 of a block, from a task of its own, so the beat goes on while the block awaits the network or
 yields between reduction slices.
+
+A key that many writes touch (a cache's bookkeeping, a report's menu or archive index) is given a
+time to live longer than it needs by twice an interval, and each worker renews it at most once per
+interval (``Renewals``): one command a minute instead of one per write. The renewal is claimed as
+the write that carries it goes out, so concurrent writes do not all carry one, and given back when
+that write fails, so the next write carries it instead.
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -55,3 +65,28 @@ async def renewed(renew: Callable[[], Awaitable[Any]], key: str) -> AsyncIterato
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+# Keys whose last renewal one worker remembers; one it forgot is only renewed again.
+REMEMBERED = 4096
+
+
+class Renewals:
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self._at: OrderedDict[str, float] = OrderedDict()  # key -> when claimed (monotonic)
+
+    def due(self, key: str = "") -> bool:
+        """Whether the write about to go out should renew ``key``; when it should, it is claimed."""
+        now = time.monotonic()
+        if now - self._at.get(key, -math.inf) < self.every_s:
+            return False
+        self._at[key] = now
+        self._at.move_to_end(key)
+        while len(self._at) > REMEMBERED:
+            self._at.popitem(last=False)
+        return True
+
+    def failed(self, key: str = "") -> None:
+        """The write that carried ``key``'s renewal failed: the next one renews it."""
+        self._at.pop(key, None)

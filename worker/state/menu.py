@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 from worker.guardian.urls import canonical_url
 from worker.logs import fields
 from worker.state import keys
+from worker.state.leases import Renewals
 from worker.state.memory import relieving
 
 if TYPE_CHECKING:
@@ -27,24 +28,27 @@ log = logging.getLogger("research.menu")
 
 MENU_CAP = 2000
 
-# KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, then canonical URLs.
-# Adds what is new while the set is under the cap; returns {added, dropped past the cap, size
-# before}. The menu lives its TTL past the last write that added to it (a page whose links are all
-# known already, the common case within a report, changes nothing, not even the expiry). One
-# script, so concurrent writers can never push the set past the cap; a handful of commands
-# whatever the number of URLs (a page brings up to 500 links).
+# KEYS[1]: the report's menu set. ARGV: cap, ttl seconds, '1' when this write renews the menu's
+# time to live, then canonical URLs. Adds what is new while the set is under the cap; returns
+# {added, dropped past the cap, size before, 1 when the time to live was set}. The menu outlives
+# the last write that added to it by the budget window: its time to live is the window plus twice
+# RENEW_EVERY_S, set by the write that starts the set and renewed by each worker at most once per
+# RENEW_EVERY_S (``worker.state.leases.Renewals``), not by every page's links. A write that adds
+# nothing (a page whose links are all known already, the common case within a report) changes
+# nothing, not even the expiry. One script, so concurrent writers can never push the set past the
+# cap; a handful of commands whatever the number of URLs (a page brings up to 500 links).
 ADD_SCRIPT = """
 local cap = tonumber(ARGV[1])
 local size = redis.call('SCARD', KEYS[1])
 local added, dropped = 0, 0
-if size + #ARGV - 2 <= cap then
-  added = redis.call('SADD', KEYS[1], unpack(ARGV, 3))
+if size + #ARGV - 3 <= cap then
+  added = redis.call('SADD', KEYS[1], unpack(ARGV, 4))
 else
-  local known = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 3))
+  local known = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 4))
   local fresh = {}
   for i = 1, #known do
     if known[i] == 0 then
-      fresh[#fresh + 1] = ARGV[i + 2]
+      fresh[#fresh + 1] = ARGV[i + 3]
     end
   end
   local room = math.max(cap - size, 0)
@@ -54,11 +58,15 @@ else
   end
   dropped = #fresh - take
 end
-if added > 0 then
+local renewed = 0
+if added > 0 and (size == 0 or ARGV[3] == '1') then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
+  renewed = 1
 end
-return {added, dropped, size}
+return {added, dropped, size, renewed}
 """
+# Each worker renews a report's menu's time to live at most this often.
+RENEW_EVERY_S = 60.0
 
 
 def menu_pattern() -> str:
@@ -75,9 +83,10 @@ class Menu:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.enabled = settings.url_menu
         self._redis = redis
-        self._ttl_s = settings.budget_window_s
+        self._ttl_s = settings.budget_window_s + int(2 * RENEW_EVERY_S)
         self._queue = settings.queue_name
         self._script = redis.register_script(ADD_SCRIPT)
+        self._renewals = Renewals(RENEW_EVERY_S)
 
     async def record(self, report_id: str, urls: Iterable[str], *, already_canonical: bool = False) -> int:
         """Put https URLs on the report's menu (others never enter); returns how many were new.
@@ -96,11 +105,19 @@ class Menu:
         if not canonical:
             return 0
         # A full Redis makes room from the page cache first: a menu write is part of paid work.
+        renew = self._renewals.due(report_id)
         add = functools.partial(
-            self._script, keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, *canonical]
+            self._script, keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, int(renew), *canonical]
         )
-        raw = await relieving(self._redis, self._queue, add)
-        added, dropped, size_before = cast(list[int], raw)
+        try:
+            raw = await relieving(self._redis, self._queue, add)
+        except BaseException:
+            if renew:
+                self._renewals.failed(report_id)
+            raise
+        added, dropped, size_before, renewed = cast(list[int], raw)
+        if renew and not int(renewed):
+            self._renewals.failed(report_id)  # it added nothing, so the next write that adds renews
         # Logged once, by the write that fills the menu; later overflow is only counted.
         if dropped and size_before < MENU_CAP:
             log.warning(

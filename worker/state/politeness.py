@@ -16,8 +16,8 @@ host's ``http_status`` when the wait would fit.
 
 Waiting is an await on Redis or on the clock, never a lock on the event loop, so the worker's other
 jobs, and fetches to other hosts, go on. The host is the site: a name and its ``www.`` twin, with
-the port, count as one host. All times come from Redis (``TIME``), so workers on different
-machines agree on when a hold ends.
+the port, count as one host. All times are Redis's (``worker.state.clock``), so workers on
+different machines agree on when a hold or a slot's lease ends.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import time
 import uuid
@@ -37,7 +38,8 @@ from redis.exceptions import RedisError
 from worker.errors import RateLimited, Timeout
 from worker.logs import fields
 from worker.state import keys
-from worker.state.leases import LEASE_MS, renewed
+from worker.state.clock import RedisClock
+from worker.state.leases import LEASE_MS, Renewals, renewed
 from worker.state.memory import relieving
 from worker.state.queue import blocking_pop
 
@@ -58,57 +60,71 @@ SLOT_CHECK_S = 1.0
 MAX_HOLD_S = 3600.0
 # Wake-ups outlive a release this long: only a job already waiting (or about to) needs one.
 FREE_TTL_MS = 5_000
+# A host's slots key outlives its last lease by twice this: each worker renews the key's time to
+# live at most this often per host (``worker.state.leases.Renewals``), and whenever its take starts
+# the key, not with every take and every lease renewal.
+SLOTS_RENEW_S = 60.0
+SLOTS_TTL_MS = LEASE_MS + int(2 * SLOTS_RENEW_S * 1000)
 BACKING_OFF_REFRESH_S = 5.0
 DASHBOARD_ROWS = 200
 BACKOFF_STATUSES = frozenset({429, 503})
 
 # KEYS[1]: the host's slots (sorted set). KEYS[2]: the queue's backoff set. KEYS[3]: the host's
-# waiting mark. ARGV: token, limit, lease ms, host, the mark's ms. Returns {1, 0} when the slot is
-# taken, {0, ms} while the host is backing off for ms more, {0, 0} when every slot is in use. One
-# script, so the backoff check, the purge of lapsed leases, the count and the take cannot
-# interleave with another worker's: the limit holds exactly. Lapsed leases are purged only when
-# the host looks full (they are what may make it look full). A job that finds it full leaves the
-# waiting mark, so releases know to wake it.
+# waiting mark. ARGV: token, limit, lease ms, host, the mark's ms, now (Redis's ms), the slots key's
+# time to live ms, '1' when this take renews it. Returns {1, 0, 1 when the key's time to live was
+# set} when the slot is taken, {0, ms} while the host is backing off for ms more, {0, 0} when every
+# slot is in use. One script, so the backoff check, the purge of lapsed leases, the count and the
+# take cannot interleave with another worker's: the limit holds exactly. Lapsed leases are purged
+# only when the host looks full (they are what may make it look full). A job that finds it full
+# leaves the waiting mark, so releases know to wake it. The key's time to live is set by the take
+# that starts it and renewed once a minute per worker (SLOTS_RENEW_S): every holder renews its own
+# lease each beat, so the key outlives every live lease.
 ACQUIRE_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[6])
 local hold = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]) or '0')
 if hold > now then
   return {0, hold - now}
 end
 local limit = tonumber(ARGV[2])
-if redis.call('ZCARD', KEYS[1]) >= limit then
+local held = redis.call('ZCARD', KEYS[1])
+if held >= limit then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  if redis.call('ZCARD', KEYS[1]) >= limit then
+  held = redis.call('ZCARD', KEYS[1])
+  if held >= limit then
     redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
     return {0, 0}
   end
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, 0}
+if held == 0 or ARGV[8] == '1' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  return {1, 0, 1}
+end
+return {1, 0, 0}
 """
 
-# KEYS[1]: the host's slots. ARGV: token, lease ms. Extends the lease if it is still held (one
-# script, so a lease that lapsed and was purged is not brought back over the limit): ZADD XX only
-# moves a member that is there, GT only later, and CH says whether it did.
+# KEYS[1]: the host's slots. ARGV: token, lease ms, now (Redis's ms), the slots key's time to live
+# ms, '1' when this renewal renews it too. Extends the lease if it is still held (one script, so a
+# lease that lapsed and was purged is not brought back over the limit): ZADD XX only moves a member
+# that is there, GT only later, and CH says whether it did.
 RENEW_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[3])
 if redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 0 then
   return 0
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[5] == '1' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
 return 1
 """
 
-# KEYS[1]: the queue's backoff set. KEYS[2]: the hold causes. ARGV: host, hold ms, status. Drops
+# KEYS[1]: the queue's backoff set. KEYS[2]: the hold causes. ARGV: host, hold ms, status, now
+# (Redis's ms). Drops
 # finished holds, then moves the host's hold later (never earlier: GT) and, when it did, notes the
 # answer that moved it (status and time), so a refusal can say what started the hold; both keys
 # live as long as the last hold.
 HOLD_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZADD', KEYS[1], 'GT', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 1 then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. ':' .. now)
@@ -188,14 +204,18 @@ async def backing_off(redis: Redis, queue_name: str, limit: int = DASHBOARD_ROWS
 class Politeness:
     """The host slots and holds of one queue, shared by every worker that runs it."""
 
-    def __init__(self, redis: Redis, settings: Settings, metrics: Metrics) -> None:
+    def __init__(
+        self, redis: Redis, settings: Settings, metrics: Metrics, clock: RedisClock | None = None
+    ) -> None:
         self._redis = redis
+        self._clock = clock or RedisClock(redis)
         self._queue = settings.queue_name
         self._limit = settings.host_concurrency
         self._metrics = metrics
         self._acquire = redis.register_script(ACQUIRE_SCRIPT)
         self._renew = redis.register_script(RENEW_SCRIPT)
         self._hold = redis.register_script(HOLD_SCRIPT)
+        self._slots_ttl = Renewals(SLOTS_RENEW_S)  # keyed by host
         self._watcher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -216,11 +236,24 @@ class Politeness:
         await self._take(host, token, until)
         slots = keys.host_slots(self._queue, host)
         try:
-            async with renewed(lambda: self._renew(keys=[slots], args=[token, LEASE_MS]), slots):
+            async with renewed(functools.partial(self._renew_slot, host, slots, token), slots):
                 yield
         finally:
             # Shielded: a job cancelled at its deadline still gives its slot back at once.
             await asyncio.shield(self._release(host, token))
+
+    async def _renew_slot(self, host: str, slots: str, token: str) -> object:
+        renew = self._slots_ttl.due(host)
+        args: list[str | int] = [token, LEASE_MS, await self._clock.now_ms(), SLOTS_TTL_MS, int(renew)]
+        try:
+            held = await self._renew(keys=[slots], args=args)
+        except BaseException:
+            if renew:
+                self._slots_ttl.failed(host)
+            raise
+        if renew and not int(held):
+            self._slots_ttl.failed(host)
+        return held
 
     async def hold_if_asked(self, target: Target, status: int, retry_after_s: float | None) -> float:
         """A 429 or 503 with Retry-After holds every worker's fetches to the host until then;
@@ -232,7 +265,7 @@ class Politeness:
         try:
             await self._hold(
                 keys=[keys.host_backoffs(self._queue), keys.host_backoff_causes(self._queue)],
-                args=[host, int(seconds * 1000), status],
+                args=[host, int(seconds * 1000), status, await self._clock.now_ms()],
             )
         except (RedisError, OSError) as exc:
             # The job still reports the host's answer; only the hold for later fetches is lost.
@@ -262,15 +295,24 @@ class Politeness:
         backoffs = keys.host_backoffs(self._queue)
         while True:
             # Taking a slot is a write: at Redis's memory limit the page cache gives way first.
-            reply = await relieving(
-                self._redis,
-                self._queue,
-                lambda: self._acquire(
-                    keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
-                    args=[token, self._limit, LEASE_MS, host, FREE_TTL_MS],
-                ),
-            )
-            granted, hold_ms = (int(x) for x in cast(list[int], reply))
+            renew = self._slots_ttl.due(host)
+            acquire = functools.partial(
+                self._acquire,
+                keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
+                args=[
+                    token, self._limit, LEASE_MS, host, FREE_TTL_MS, await self._clock.now_ms(),
+                    SLOTS_TTL_MS, int(renew),
+                ],
+            )  # fmt: skip
+            try:
+                reply = [int(x) for x in cast(list[int], await relieving(self._redis, self._queue, acquire))]
+            except BaseException:
+                if renew:
+                    self._slots_ttl.failed(host)
+                raise
+            granted, hold_ms = reply[0], reply[1]
+            if renew and not (granted and reply[2]):
+                self._slots_ttl.failed(host)  # not renewed by this try: the next take renews it
             if granted:
                 break
             left = until - loop.time()
@@ -324,6 +366,6 @@ class Politeness:
 
     async def _sample(self) -> None:
         with contextlib.suppress(RedisError, OSError):
-            now_ms = int(time.time() * 1000)
+            now_ms = await self._clock.now_ms()
             held = await self._redis.zcount(keys.host_backoffs(self._queue), f"({now_ms}", "+inf")
             self._metrics.hosts_backing_off.set(held)

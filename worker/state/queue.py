@@ -22,6 +22,7 @@ from arq.jobs import SerializationError
 from worker.logs import fields
 from worker.serialization import dumps
 from worker.state import keys
+from worker.state.clock import RedisClock
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -36,32 +37,29 @@ WAKE_SLACK = 64
 JOB_EXPIRES_MS = 86_400_000
 
 # KEYS: job key, arq result key, research result key, queue zset, wake list. ARGV: payload, expiry
-# ms, job id, wake cap. Returns {1 when enqueued or 0 when a job with this id exists or has a
-# result already, the score}. (A job whose research result stands without arq's keys, enqueued by
-# any other means, is finished without running by its claim: see worker.runtime.worker.)
+# ms, job id, wake cap, the score. Returns 1 when enqueued, 0 when a job with this id exists or has
+# a result already. (A job whose research result stands without arq's keys, enqueued by any other
+# means, is finished without running by its claim: see worker.runtime.worker.)
 #
-# The score is Redis's clock (TIME), not the enqueuer's: a client whose clock runs ahead would
-# otherwise score its job in the future, where no worker takes it until that time comes. The
-# payload's enqueue time ("et", the last field of arq's job) is set to the same instant, so the
-# queue wait a worker measures is Redis's too. The wake list is trimmed only when it outgrows its
-# cap by WAKE_SLACK and given its expiry only when this push created it (an empty list is deleted by Redis, so
-# a list in use is created again soon): two commands fewer per enqueue.
+# The score is Redis's clock (``worker.state.clock``), not the enqueuer's: a client whose clock runs
+# ahead would otherwise score its job in the future, where no worker takes it until that time
+# comes. The payload's enqueue time ("et") is the same instant, so the queue wait a worker measures
+# is Redis's too. The wake list is trimmed only when it outgrows its cap by WAKE_SLACK and given
+# its expiry only when this push created it (an empty list is deleted by Redis, so a list in use is
+# created again soon): two commands fewer per enqueue.
 ENQUEUE_SCRIPT = """
 if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) > 0 then
-  return {0, 0}
+  return 0
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local payload = string.gsub(ARGV[1], '"et":%d+}$', '"et":' .. now .. '}')
-redis.call('PSETEX', KEYS[1], ARGV[2], payload)
-redis.call('ZADD', KEYS[4], now, ARGV[3])
+redis.call('PSETEX', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[3])
 local length = redis.call('RPUSH', KEYS[5], ARGV[3])
 if length == 1 then
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
 elseif length > tonumber(ARGV[4]) + WAKE_SLACK then
   redis.call('LTRIM', KEYS[5], -tonumber(ARGV[4]), -1)
 end
-return {1, now}
+return 1
 """.replace("WAKE_SLACK", str(WAKE_SLACK))
 
 # How often an enqueuer asks Redis how many replicas it has (INFO replication). WAIT cannot run
@@ -79,19 +77,89 @@ REPLICA_ACK_MS = 1000
 OURS_FIELD = "rs"
 
 
-def job_payload(function: str, kwargs: dict[str, Any]) -> bytes:
-    """arq's job format (t, f, a, k, et; et last, which the enqueue script sets to Redis's time)
-    with our mark."""
+def job_payload(function: str, kwargs: dict[str, Any], enqueued_ms: int) -> bytes:
+    """arq's job format (t, f, a, k, et: the enqueue time by Redis's clock) with our mark."""
     try:
-        return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": 0})
+        return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": enqueued_ms})
     except Exception as exc:
         raise SerializationError(f"unable to serialize job {function!r}") from exc
 
 
+# arq's finish (finish_job and finish_failed_job), done only by the lease holder, as a Lua function
+# that the finish script and the result's write (worker.state.results) both run. K: in-progress,
+# job, retry, arq result, queue. (arq's finish also takes the job out of its abort set; this worker
+# does not abort jobs, as arq's does not with allow_abort_jobs off, so nothing of its puts a job
+# there.) A: holder token, job id, finish (1) or hand back to the queue (0), arq's result record
+# ('' for none), its TTL ms, the score a job handed back is queued with ('' to leave it). Returns 1
+# when done, 0 when the job is another worker's now (its key names another holder) or finished
+# already (no key, and no longer queued): a resumed worker neither removes the new holder's claim
+# nor puts a finished job back in the queue. A job handed back gets its score from before its claim
+# moved it (plus any delay arq asked for), so it is due again at once, or when arq's Retry said.
+FINISH_FUNCTION = """
+local function finish_job(K, A)
+  local owner = redis.call('GET', K[1])
+  if owner then
+    local prefix = A[1] .. '@'
+    if string.sub(owner, 1, #prefix) ~= prefix then
+      return 0
+    end
+  elseif not redis.call('ZSCORE', K[5], A[2]) then
+    return 0
+  end
+  if A[3] == '1' then
+    if A[4] ~= '' then
+      redis.call('SET', K[4], A[4], 'PX', A[5])
+    end
+    redis.call('DEL', K[1], K[2], K[3])
+    redis.call('ZREM', K[5], A[2])
+  else
+    redis.call('DEL', K[1])
+    if A[6] ~= '' then
+      redis.call('ZADD', K[5], 'XX', A[6], A[2])
+    end
+  end
+  return 1
+end
+"""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """arq's finish of one job by its lease holder: the finish function's keys and arguments."""
+
+    queue_name: str
+    job_id: str
+    holder: str  # the lease holder's token (worker.runtime.claims)
+    finish: bool  # False: handed back to the queue, to run again
+    record: bytes | None  # arq's result record
+    record_ttl_ms: int
+    requeue_score: str | None = None  # a job handed back: its score ('' leaves it)
+
+    def keys(self) -> list[str]:
+        return [
+            in_progress_key_prefix + self.job_id,
+            job_key_prefix + self.job_id,
+            retry_key_prefix + self.job_id,
+            result_key_prefix + self.job_id,
+            self.queue_name,
+        ]
+
+    def args(self) -> list[bytes | int | str]:
+        return [
+            self.holder,
+            self.job_id,
+            int(self.finish),
+            self.record or b"",
+            max(1, self.record_ttl_ms),
+            self.requeue_score or "",
+        ]
+
+
 class Enqueuer:
-    def __init__(self, redis: Redis, queue_name: str) -> None:
+    def __init__(self, redis: Redis, queue_name: str, clock: RedisClock | None = None) -> None:
         self._redis = redis
         self._queue_name = queue_name
+        self._clock = clock or RedisClock(redis)
         self._script = redis.register_script(ENQUEUE_SCRIPT)
         self._replicas = 0
         self._replicas_checked = -math.inf
@@ -103,8 +171,9 @@ class Enqueuer:
         caller saw acknowledged survives the primary dying right after.
         """
         replicas = await self._replica_count()
-        payload = job_payload(function, kwargs)
-        created, _score = await self._script(
+        now_ms = await self._clock.now_ms()
+        payload = job_payload(function, kwargs, now_ms)
+        created = await self._script(
             keys=[
                 job_key_prefix + job_id,
                 result_key_prefix + job_id,
@@ -112,7 +181,7 @@ class Enqueuer:
                 self._queue_name,
                 keys.wake(self._queue_name),
             ],
-            args=[payload, JOB_EXPIRES_MS, job_id, WAKE_CAP],
+            args=[payload, JOB_EXPIRES_MS, job_id, WAKE_CAP, now_ms],
         )
         if int(created) and replicas:
             acked = await self._redis.execute_command("WAIT", 1, REPLICA_ACK_MS)  # type: ignore[no-untyped-call]
@@ -207,9 +276,9 @@ return claimed
 """
 )
 DUE_SCAN_LIMIT = 1000
-# A woken job was scored "now" by Redis's clock a moment ago; it counts as due up to this far
-# ahead of the claiming worker's clock, so a worker whose clock runs behind Redis's still takes
-# it at once instead of leaving it to the next poll.
+# A woken job was scored a moment ago, by its enqueuer's reading of Redis's clock (which may run a
+# round trip ahead of this worker's) or by a plain arq client's own clock; it counts as due up to
+# this far ahead, so the worker takes it at once instead of leaving it to the next poll.
 WOKEN_SKEW_MS = 5_000
 
 # A wake-up, in one step: claim the woken job and the jobs of up to ARGV[9] more wake tokens,
@@ -246,9 +315,15 @@ class Claimer:
     """Claims queued jobs for one worker: each claim is a lease of ``lease_ms`` named by ``lease_value``."""
 
     def __init__(
-        self, redis: Redis, queue_name: str, lease_ms: int, lease_value: Callable[[int], str]
+        self,
+        redis: Redis,
+        queue_name: str,
+        lease_ms: int,
+        lease_value: Callable[[int], str],
+        clock: RedisClock | None = None,
     ) -> None:
         self._queue_name = queue_name
+        self._clock = clock or RedisClock(redis)
         self._lease_ms = lease_ms
         self._lease_value = lease_value
         self._due_script = redis.register_script(CLAIM_DUE_SCRIPT)
@@ -271,7 +346,8 @@ class Claimer:
         A queue member whose id is not UTF-8 comes back as its raw bytes: it cannot name a result
         key, and the worker only removes it.
         """
-        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
+        sent_at = time.monotonic()
+        now_ms = await self._clock.now_ms()
         lease = self._lease_value(now_ms)
         flat = await self._due_script(
             keys=[self._queue_name], args=[*self._shared(now_ms, lease), wanted, DUE_SCAN_LIMIT]
@@ -280,7 +356,8 @@ class Claimer:
 
     async def claim_woken(self, job_id: bytes | str, more: int) -> list[Claimed | bytes]:
         """Claim the woken job and those of up to ``more`` further wake tokens, as they are due and free."""
-        now_ms, sent_at = int(time.time() * 1000), time.monotonic()
+        sent_at = time.monotonic()
+        now_ms = await self._clock.now_ms()
         lease = self._lease_value(now_ms)
         flat = await self._woken_script(
             keys=[self._queue_name, keys.wake(self._queue_name)],

@@ -13,13 +13,20 @@ fetch itself is re-checked here against the report's own hop rule (a redirect to
 be on its menu), because another report's fetch followed those hops under another menu.
 
 What is kept, and for how long: a page for ``cache_ttl_s``, unless its response said
-``Cache-Control: no-store`` or ``private`` or its entry is larger than ``MAX_ENTRY_BYTES``; a 404
-or 410 for ``GONE_TTL_S``; no other failure, and no page cut short by CPU time or a deadline (the
-tool marks those not storable). A flight's outcome (whatever it is) goes to the jobs waiting on it
-at that moment, even when it is not kept. The cache's total size is bounded by ``MAX_CACHE_BYTES``
-and by Redis's own memory (``worker.state.memory``): it takes at most half of ``maxmemory``, never
-the headroom that results, budgets and health need, and sheds its own entries (closest to expiry
-first) when Redis is near full or refuses a write.
+``Cache-Control: no-store`` or ``private``; a 404 or 410 for ``GONE_TTL_S``; no other failure, and
+no page cut short by CPU time or a deadline (the tool marks those not storable). A flight's outcome
+(whatever it is) goes to the jobs waiting on it at that moment, even when it is not kept.
+
+A page is kept once: its fetch keeps its whole document for the report's continuations
+(``worker.state.pages.documents``: the page's record and every format's text), and the entry only
+names that document (``KeptPage``), so a hit reads the page from it, and a document shed or expired
+turns its entry into a miss. A page whose document did not fit the documents' bound is not cached;
+one whose document Redis refused is cached whole (naming no document, so a hit serves its first
+piece), unless its entry is larger than ``MAX_ENTRY_BYTES``, as failures are. What is cached whole
+is bounded by ``MAX_CACHE_BYTES`` and by Redis's own memory (``worker.state.memory``): at most half
+of ``maxmemory``, never the headroom that results, budgets and health need, and shed first (closest
+to expiry first) when Redis is near full or refuses a write; then the documents, which have a
+bound of their own.
 
 The deployment is one Redis (or a Sentinel pair), never Cluster: the store script evicts keys
 named by the index, which Cluster would refuse.
@@ -46,13 +53,23 @@ from worker.guardian.redirects import HopRule
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
-from worker.state.leases import LEASE_MS, renewed
+from worker.state.clock import RedisClock
+from worker.state.leases import LEASE_MS, Renewals, renewed
 from worker.state.memory import BOOKKEEPING_RENEW_S, CacheRoom, relieving
-from worker.state.pages.documents import KEEP_FUNCTION, Keeping
-from worker.state.pages.entry import Abandoned, Failure, Hop, Outcome, Page, decode, encode, failure_of
+from worker.state.pages.documents import KEEP_FUNCTION, Keeping, Kept, KeptDocuments
+from worker.state.pages.entry import (
+    Abandoned,
+    Failure,
+    Hop,
+    KeptPage,
+    Outcome,
+    Page,
+    decode,
+    encode,
+    failure_of,
+)
 from worker.state.politeness import host_of
 from worker.state.queue import blocking_peek
-from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -125,6 +142,14 @@ FINISH_SCRIPT = KEEP_FUNCTION + (resources.files("worker.state.pages") / "cache_
 HEADROOM_CHECK_S = 1.0
 
 
+class Store(StrEnum):
+    """What a flight's end keeps in the cache (cache_finish.lua's ARGV[3])."""
+
+    NOTHING = "0"
+    WHOLE = "1"  # the outcome itself, indexed and sized
+    NAMED = "2"  # the entry that names the page's kept document, when the document is kept
+
+
 class ServedFrom(StrEnum):
     FETCHED = "fetched"  # this job fetched the page
     CACHE = "cache"  # a page in the cache
@@ -145,6 +170,7 @@ class Fresh:
 class Served:
     page: Page
     source: ServedFrom
+    kept: Kept | None = None  # the page's kept document, when the cache read the page from it
 
     @property
     def cached(self) -> bool:
@@ -164,9 +190,20 @@ def url_digest(url: str) -> str:
 class PageCache:
     """The queue's page cache and flights, shared by every worker that runs the queue."""
 
-    def __init__(self, redis: Redis, settings: Settings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        settings: Settings,
+        metrics: Metrics,
+        clock: RedisClock | None = None,
+        documents: KeptDocuments | None = None,
+    ) -> None:
         self.enabled = settings.cache_ttl_s > 0
         self._redis = redis
+        self._clock = clock or RedisClock(redis)
+        self._documents = documents or KeptDocuments(
+            redis, ttl_s=settings.budget_window_s, queue_name=settings.queue_name, clock=self._clock
+        )
         self._queue = settings.queue_name
         self._ttl_ms = settings.cache_ttl_s * 1000
         self._gone_ttl_ms = min(GONE_TTL_S, settings.cache_ttl_s) * 1000
@@ -227,10 +264,10 @@ class PageCache:
             reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
-                outcome = decode(value)
-                if isinstance(outcome, Page | Failure) and _about(outcome, target):
+                served = await self._hit(decode(value), target, may_follow)
+                if served is not None:
                     self._metrics.page_cache_hits.inc()
-                    return await _reuse(outcome, ServedFrom.CACHE, may_follow)
+                    return served
                 read_cache = False  # not an entry this worker can use: fetch and overwrite it
                 continue
             if kind == b"join":
@@ -244,6 +281,21 @@ class PageCache:
             if not fresh:
                 self._metrics.page_cache_misses.inc()
             return await self._lead(target, entry, lease, token, may_follow, fetch)
+
+    async def _hit(self, entry: object, target: Target, may_follow: HopRule) -> Served | None:
+        """What a cache entry serves: its page (read from its kept document, when it names one) or
+        its failure; None for an entry this worker cannot use (another shape, another URL, or a
+        document since shed or expired)."""
+        if isinstance(entry, KeptPage) and entry.url == target.url:
+            await _check_hops(entry.hops, may_follow)
+            kept = await self._documents.lookup_digest(entry.document)
+            if kept is None or kept.page.url != target.url:
+                return None
+            page = replace(kept.page, hops=entry.hops, document=entry.document)
+            return Served(page, ServedFrom.CACHE, kept)
+        if isinstance(entry, Page | Failure) and _about(entry, target):
+            return await _reuse(entry, ServedFrom.CACHE, may_follow)
+        return None
 
     async def _lead(
         self, target: Target, entry: str, lease: str, token: str, may_follow: HopRule, fetch: FetchFresh
@@ -287,9 +339,22 @@ class PageCache:
         keeping: Keeping | None = None,
     ) -> None:
         """End the flight: the outcome to its waiters, into the cache when ``keep_ms`` > 0, and the
-        fetch's document kept (``keeping``), all in one step."""
+        fetch's document kept (``keeping``), all in one step.
+
+        A page with its document is cached as the entry that names it, when the document is kept
+        (one that could not be is not cached: the documents, or Redis, are full); an outcome
+        without one (a failure, a page whose document Redis refused) is cached whole, when it is
+        not too large, in the cache's own index and bound."""
         payload = encode(outcome)
-        keep = keep_ms > 0 and len(payload) <= MAX_ENTRY_BYTES
+        named = b""
+        if keeping is not None and isinstance(outcome, Page):
+            named = encode(KeptPage(outcome.url, keeping.digest, outcome.hops))
+        store = Store.NOTHING
+        if keep_ms > 0 and named:
+            store = Store.NAMED
+        elif keep_ms > 0 and keeping is None and len(payload) <= MAX_ENTRY_BYTES:
+            store = Store.WHOLE
+        keep = store is Store.WHOLE
         renew = keep and self._bookkeeping.due()
         bound, room = await self._room.limits(MAX_CACHE_BYTES) if keep else (MAX_CACHE_BYTES, None)
         keys_ = [
@@ -302,7 +367,7 @@ class PageCache:
         args: list[bytes | int | str] = [
             token,
             payload,
-            int(keep),
+            store.value,
             keep_ms,
             bound,
             DONE_TTL_MS,
@@ -312,6 +377,8 @@ class PageCache:
             int(renew),
             LEASE_MS,
             "" if room is None else room,
+            await self._clock.now_ms(),
+            named,
         ]
         if keeping is not None:
             keys_ += keeping.keys
@@ -326,9 +393,11 @@ class PageCache:
             if renew:
                 self._bookkeeping.failed()
             if keeping is not None:
-                # Still no room for the document: the flight ends without it, its waiters told.
+                # Still no room for the document: the flight ends without it, its waiters told, and
+                # the page (naming no document now) is cached whole if Redis takes it.
                 keeping.store.failed(keeping, exc)
-                await self._publish(entry, lease, token, outcome, keep_ms)
+                alone = replace(outcome, document=None) if isinstance(outcome, Page) else outcome
+                await self._publish(entry, lease, token, alone, keep_ms)
                 return
             # The job's own result stands; waiters take over when the lease lapses.
             log.warning("page flight could not be published", extra=fields(error=type(exc).__name__))
@@ -356,7 +425,8 @@ class PageCache:
                         return None
                     continue
             outcome = decode(bytes(raw))
-            return outcome if outcome is not None else Abandoned()
+            # A flight hands on the whole outcome; anything else there is no outcome at all.
+            return outcome if isinstance(outcome, Page | Failure | Abandoned) else Abandoned()
 
 
 def _about(outcome: Page | Failure, target: Target) -> bool:
@@ -364,10 +434,15 @@ def _about(outcome: Page | Failure, target: Target) -> bool:
     return not isinstance(outcome, Page) or outcome.url == target.url
 
 
+async def _check_hops(hops: tuple[Hop, ...], may_follow: HopRule) -> None:
+    """Another job's cross-site hops, each passed by this report's own rule (or refused)."""
+    for came_from, went_to in hops:
+        await may_follow(parse_https_url(came_from), parse_https_url(went_to))
+
+
 async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
-    for came_from, went_to in outcome.hops:
-        await may_follow(parse_https_url(came_from), parse_https_url(went_to))
+    await _check_hops(outcome.hops, may_follow)
     if isinstance(outcome, Failure):
         raise outcome.error()
     return Served(outcome, source)

@@ -3,20 +3,28 @@
 --
 -- KEYS: 1 the page's entry, 2 its flight lease, 3 the flight's done list, 4 the index (sorted set
 -- of "entry key|bytes" members by expiry ms), 5 the total bytes.
--- ARGV: 1 token, 2 the outcome, 3 '1' to keep it, 4 its time to live ms, 5 the cache's bound in
+-- ARGV: 1 token, 2 the outcome, 3 what to cache (cache.py, Store): '1' the outcome, '2' the entry
+-- that names the page's document (ARGV 14) when the document is kept here, '0' nothing, 4 its time to live ms, 5 the cache's bound in
 -- bytes, 6 the done list's ms, 7 the most evictions, 8 the most expired index entries to drop,
 -- 9 how long the bookkeeping keys live (ms: longer than any entry, so they outlive every entry they
 -- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute),
 -- 11 the flight lease's ms, 12 what Redis has free beyond its headroom (bytes, negative past it; ''
 -- when its memory bounds nothing): the bound is then worker.state.memory.cache_bound's, with what
--- the cache holds read here rather than by a command of its own.
+-- the cache holds read here rather than by a command of its own. 13 now (Redis's clock, ms:
+-- worker.state.clock). 14 the entry that names the kept document instead ('' for none).
 -- A leading fetch that kept its document passes the keep's keys and arguments after these
--- (documents.py, KEEP_FUNCTION: KEYS 6 to 9, ARGV 13 to 19), and it is kept in this same step.
+-- (documents.py, KEEP_FUNCTION: KEYS 6 to 9, ARGV 15 to 21), and it is kept in this same step.
 -- Returns {1 when the entry was kept, 1 when the document was}.
 --
 -- One script, so a newcomer never sees the lease gone before the page is in the cache (it would
 -- fetch again), the waiters' outcome and the lease's end land together, and the bookkeeping never
 -- disagrees with itself between two workers' stores. Evicted keys come from the index, not KEYS.
+--
+-- A page whose document is kept in this step is cached as the short entry that names it (ARGV 14):
+-- its record and text are the document's, so the text is stored once, and the entry is one SET
+-- that lives its time to live outside the index (it is a few hundred bytes; the bytes it stands for
+-- are the document's, which its own index bounds and sheds). A page whose document did not fit is
+-- not cached. What is cached whole (a failure, a page without a document) is indexed and sized:
 --
 -- The common store is a handful of commands: an entry's size travels in its index member, so one
 -- ZADD indexes and sizes it, the counter is one INCRBY, and expired entries are swept only when the
@@ -25,12 +33,14 @@
 -- counted until it is swept or evicted; evicting it removes the page only while the page is still
 -- the one it counted (STRLEN), never its successor.
 local kept, document = 0, 0
-local now = 0
-if ARGV[3] == '1' or #KEYS > 5 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[13])
+if #KEYS > 5 then
+  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 15, 21)}, now)
 end
-if ARGV[3] == '1' then
+if ARGV[3] == '2' and document == 1 then
+  redis.call('SET', KEYS[1], ARGV[14], 'PX', ARGV[4])
+  kept = 1
+elseif ARGV[3] == '1' then
   local size = string.len(ARGV[2])
   local bound = tonumber(ARGV[5])
   local mine = KEYS[1] .. '|' .. size
@@ -85,9 +95,6 @@ if ARGV[3] == '1' then
     redis.call('PEXPIRE', KEYS[4], ARGV[9])
     redis.call('PEXPIRE', KEYS[5], ARGV[9])
   end
-end
-if #KEYS > 5 then
-  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 13, 19)}, now)
 end
 -- The lease is the token, followed by a '+' for each job that joined the flight: the outcome is
 -- pushed to the done list only when somebody waits for it (or the lease is no longer this job's,

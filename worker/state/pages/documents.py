@@ -35,10 +35,11 @@ from redis.exceptions import RedisError
 
 from worker.logs import fields
 from worker.state import keys
+from worker.state.clock import RedisClock
+from worker.state.leases import Renewals
 from worker.state.memory import BOOKKEEPING_RENEW_S, relieving
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
-from worker.state.renewals import Renewals
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -62,7 +63,7 @@ MAX_EVICTIONS = 64
 # document it read. A: 1 the document, 2 time to live ms, 3 the bound in bytes, 4 the most
 # evictions, 5 the document's digest, 6 how long the bookkeeping keys live (ms: longer than any
 # document), 7 '1' to renew the bookkeeping's time to live (each worker does at most once a
-# minute). ``now``: Redis's clock, ms. Returns 1 when kept.
+# minute). ``now``: Redis's clock, ms (worker.state.clock). Returns 1 when kept.
 #
 # The document is indexed and counted in the same step it is written (the bookkeeping never misses
 # bytes it holds), and room is made by dropping the documents closest to expiry, each only while it
@@ -115,12 +116,12 @@ local function keep_document(K, A, now)
 end
 """
 
-# KEYS and ARGV: the keep's own. A document kept without a page flight (the cache off).
+# KEYS and ARGV: the keep's own, then ARGV[8]: now (Redis's clock, ms). A document kept without a
+# page flight (the cache off).
 KEEP_SCRIPT = (
     KEEP_FUNCTION
     + """
-local t = redis.call('TIME')
-return keep_document(KEYS, ARGV, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return keep_document(KEYS, ARGV, tonumber(ARGV[8]))
 """
 )
 
@@ -203,8 +204,9 @@ class Keeping:
 
 
 class KeptDocuments:
-    def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str) -> None:
+    def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str, clock: RedisClock | None = None) -> None:
         self._redis = redis
+        self.clock = clock or RedisClock(redis)
         self._ttl_s = ttl_s
         self._queue = queue_name
         self._keep = redis.register_script(KEEP_SCRIPT)
@@ -271,10 +273,9 @@ class KeptDocuments:
         )
 
     async def _keep_alone(self, keeping: Keeping) -> bool:
+        args = [*keeping.args, await self.clock.now_ms()]
         try:
-            kept = await relieving(
-                self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=keeping.args)
-            )
+            kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=args))
         except (RedisError, OSError) as exc:
             self.failed(keeping, exc)
             return False

@@ -1,9 +1,11 @@
 """What the shared page cache holds and what a flight hands its waiters, as orjson.
 
 An entry is a reduced page (everything a fetch_page result says about the page, plus the redirect
-hops to other sites it went through, which each reader re-checks against its own menu), or a
-failure: a brief 404 or 410, or the outcome of a fetch that waiters share. A flight abandoned by
-its fetcher (a report-specific refusal, a crash) says only that, so a waiter fetches instead.
+hops to other sites it went through, which each reader re-checks against its own menu), or, when
+the fetch kept the page's whole document in the same step, only the name of that document and the
+hops (``KeptPage``): the document holds the page's record and its text, so the text is stored once.
+Or a failure: a brief 404 or 410, or the outcome of a fetch that waiters share. A flight abandoned
+by its fetcher (a report-specific refusal, a crash) says only that, so a waiter fetches instead.
 
 Entries are written by workers, but Redis is shared state, so reading one never trusts its shape:
 anything unexpected is no entry at all (a miss), never an exception. The format carries a version;
@@ -58,6 +60,10 @@ _HEX_64 = re.compile("[0-9a-f]{64}")
 def _sha256(value: object) -> object:
     # An entry from a worker before the archive has none: a miss, fetched again with its hash.
     return value if isinstance(value, str) and (value == "" or _HEX_64.fullmatch(value)) else BAD
+
+
+def _digest(value: object) -> object:
+    return value if isinstance(value, str) and _HEX_64.fullmatch(value) else BAD
 
 
 def _record_id(value: object) -> object:
@@ -125,7 +131,21 @@ class Abandoned:
     """The fetcher gave up for a reason of its own: a waiter should fetch for itself."""
 
 
+@dataclass(frozen=True)
+class KeptPage:
+    """A cached page whose record and whole text are its kept document's
+    (``worker.state.pages.documents``): the entry names the document, and the cross-site hops the
+    fetch followed (the document's record leaves those to the cache)."""
+
+    url: str  # the canonical URL asked for, as a Page's
+    document: str = field(
+        metadata={READ: lambda v: v if isinstance(v, str) and _HEX_64.fullmatch(v) else BAD}
+    )
+    hops: tuple[Hop, ...] = ()
+
+
 Outcome = Page | Failure | Abandoned
+Entry = Outcome | KeptPage  # what an entry key may hold; a flight hands its waiters an Outcome
 
 _REBUILD: dict[ErrorKind, Callable[[Failure], ResearchError]] = {
     ErrorKind.HTTP_STATUS: lambda f: HttpStatus(f.message, status=f.status or 0),
@@ -153,16 +173,18 @@ def failure_of(error: ResearchError, hops: tuple[Hop, ...]) -> Failure | None:
     return Failure(error.kind, error.message, error.status, reason, hops)
 
 
-def encode(outcome: Outcome) -> bytes:
+def encode(outcome: Entry) -> bytes:
     if isinstance(outcome, Page):
         return orjson.dumps({"v": VERSION, "page": asdict(outcome)})
     if isinstance(outcome, Failure):
         return orjson.dumps({"v": VERSION, "failure": asdict(outcome)})
+    if isinstance(outcome, KeptPage):
+        return orjson.dumps({"v": VERSION, "kept": asdict(outcome)})
     return orjson.dumps({"v": VERSION, "abandoned": True})
 
 
-def decode(raw: bytes) -> Outcome | None:
-    """The outcome an entry holds, or None when it is not one this worker wrote."""
+def decode(raw: bytes) -> Entry | None:
+    """What an entry (or a flight's outcome) holds, or None when it is not one this worker wrote."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -173,6 +195,8 @@ def decode(raw: bytes) -> Outcome | None:
         return read_page(page)
     if isinstance(failure := value.get("failure"), dict):
         return _failure(failure)
+    if isinstance(kept := value.get("kept"), dict):
+        return read_declared(KeptPage, kept, complete=True)
     if value.get("abandoned") is True:
         return Abandoned()
     return None
