@@ -68,7 +68,7 @@ async def test_a_wall_clock_that_is_wrong_or_steps_does_not_move_the_reading(
 async def test_readings_within_the_resync_interval_cost_one_time_command(redis: aioredis.Redis) -> None:
     now = [1000.0]
     counting = Counting(redis)
-    clock = RedisClock(counting, resync_s=30.0, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    clock = RedisClock(counting, resync_s=30.0, monotonic=lambda: now[0], wall=lambda: now[0])  # type: ignore[arg-type]
     readings = []
     for _ in range(100):
         readings.append(await clock.now_ms())
@@ -86,7 +86,7 @@ async def test_a_failed_resync_keeps_the_last_reading_running_and_a_first_one_ra
 ) -> None:
     now = [1000.0]
     counting = Counting(redis)
-    clock = RedisClock(counting, resync_s=30.0, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    clock = RedisClock(counting, resync_s=30.0, monotonic=lambda: now[0], wall=lambda: now[0])  # type: ignore[arg-type]
     first = await clock.now_ms()
     counting.down = True
     now[0] += 60.0
@@ -98,7 +98,28 @@ async def test_a_failed_resync_keeps_the_last_reading_running_and_a_first_one_ra
     await clock.now_ms()
     assert counting.calls == 4
 
-    never_synced = RedisClock(Counting(redis), monotonic=lambda: now[0])  # type: ignore[arg-type]
+    never_synced = RedisClock(Counting(redis), monotonic=lambda: now[0], wall=lambda: now[0])  # type: ignore[arg-type]
     never_synced._redis.down = True  # type: ignore[attr-defined]
     with pytest.raises(RedisConnectionError):
         await never_synced.now_ms()
+
+
+async def test_a_sleep_or_a_stepped_wall_clock_makes_it_read_redis_again_at_once(
+    redis: aioredis.Redis,
+) -> None:
+    # While a machine sleeps (or a VM is paused) its monotonic clock stands still and Redis's goes
+    # on: the reading would lag by the whole sleep until the next resync.
+    mono, wall = [1000.0], [5000.0]
+    counting = Counting(redis)
+    clock = RedisClock(counting, monotonic=lambda: mono[0], wall=lambda: wall[0])  # type: ignore[arg-type]
+    await clock.now_ms()
+    mono[0] += 0.5
+    wall[0] += 0.5
+    await clock.now_ms()
+    assert counting.calls == 1  # the two clocks agree: nothing to read
+    wall[0] += 600.0  # ten minutes asleep: only the wall clock moved
+    await clock.now_ms()
+    assert counting.calls == 2
+    wall[0] -= 3600.0  # the wall clock stepped back an hour
+    await clock.now_ms()
+    assert counting.calls == 3
