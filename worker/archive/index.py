@@ -37,17 +37,15 @@ class ReportIndex:
 
     async def add(self, report_id: str, record: str) -> None:
         key = keys.archive_report(report_id)
-        renew = self._renewals.due(report_id)
-        try:
+
+        async def push(renew: bool) -> tuple[int, bool]:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(key, record)
                 if renew:
                     pipe.expire(key, self._ttl_s)
-                length = int((await pipe.execute())[0])
-        except BaseException:
-            if renew:
-                self._renewals.failed(report_id)
-            raise
+                return int((await pipe.execute())[0]), renew
+
+        length, renew = await self._renewals.carried(report_id, push, lambda _: True)
         if length == 1 and not renew:
             await self._redis.expire(key, self._ttl_s)
         elif length > MAX_ENTRIES:

@@ -22,13 +22,15 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
 from worker.logs import fields
 
 log = logging.getLogger("research.leases")
+
+T = TypeVar("T")
 
 # Short, because a lapsed lease is what hands a dead worker's page flight or host slot to the next
 # job: a waiter takes over within this plus its check interval. A job's own claim lease is longer
@@ -90,3 +92,19 @@ class Renewals:
     def failed(self, key: str = "") -> None:
         """The write that carried ``key``'s renewal failed: the next one renews it."""
         self._at.pop(key, None)
+
+    async def carried(
+        self, key: str, write: Callable[[bool], Awaitable[T]], renewed: Callable[[T], bool]
+    ) -> T:
+        """``write(renew)``: the write, told whether it renews ``key`` too (claimed when that is due).
+        A write that raises, or whose reply says it did not renew (``renewed``), gives it back."""
+        renew = self.due(key)
+        try:
+            reply = await write(renew)
+        except BaseException:
+            if renew:
+                self.failed(key)
+            raise
+        if renew and not renewed(reply):
+            self.failed(key)
+        return reply

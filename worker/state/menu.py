@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING
 
 from worker.guardian.urls import canonical_url
 from worker.logs import fields
@@ -104,27 +104,23 @@ class Menu:
             canonical = list(dict.fromkeys(c for u in urls if (c := canonical_url(u)) is not None))
         if not canonical:
             return 0
+        key = keys.menu(report_id)
+
         # A full Redis makes room from the page cache first: a menu write is part of paid work.
-        renew = self._renewals.due(report_id)
-        add = functools.partial(
-            self._script, keys=[keys.menu(report_id)], args=[MENU_CAP, self._ttl_s, int(renew), *canonical]
-        )
-        try:
-            raw = await relieving(self._redis, self._queue, add)
-        except BaseException:
-            if renew:
-                self._renewals.failed(report_id)
-            raise
-        added, dropped, size_before, renewed = cast(list[int], raw)
-        if renew and not int(renewed):
-            self._renewals.failed(report_id)  # it added nothing, so the next write that adds renews
+        def add(renew: bool) -> Awaitable[list[int]]:
+            args: list[str | int] = [MENU_CAP, self._ttl_s, int(renew), *canonical]
+            return relieving(self._redis, self._queue, functools.partial(self._script, keys=[key], args=args))
+
+        # A write that added nothing did not renew: the next write that adds does.
+        raw = await self._renewals.carried(report_id, add, lambda reply: bool(int(reply[3])))
+        added, dropped, size_before, _ = (int(n) for n in raw)
         # Logged once, by the write that fills the menu; later overflow is only counted.
         if dropped and size_before < MENU_CAP:
             log.warning(
                 "url menu full; entries dropped",
-                extra=fields(report_id=report_id, dropped=int(dropped), cap=MENU_CAP),
+                extra=fields(report_id=report_id, dropped=dropped, cap=MENU_CAP),
             )
-        return int(added)
+        return added
 
     async def contains(self, report_id: str, canonical: str) -> bool:
         return bool(await self._redis.sismember(keys.menu(report_id), canonical))  # type: ignore[misc]

@@ -29,9 +29,9 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
@@ -243,17 +243,12 @@ class Politeness:
             await asyncio.shield(self._release(host, token))
 
     async def _renew_slot(self, host: str, slots: str, token: str) -> object:
-        renew = self._slots_ttl.due(host)
-        args: list[str | int] = [token, LEASE_MS, await self._clock.now_ms(), SLOTS_TTL_MS, int(renew)]
-        try:
-            held = await self._renew(keys=[slots], args=args)
-        except BaseException:
-            if renew:
-                self._slots_ttl.failed(host)
-            raise
-        if renew and not int(held):
-            self._slots_ttl.failed(host)
-        return held
+        now_ms = await self._clock.now_ms()
+
+        def renew(key_too: bool) -> Awaitable[int]:
+            return self._renew(keys=[slots], args=[token, LEASE_MS, now_ms, SLOTS_TTL_MS, int(key_too)])
+
+        return await self._slots_ttl.carried(host, renew, lambda held: bool(int(held)))
 
     async def hold_if_asked(self, target: Target, status: int, retry_after_s: float | None) -> float:
         """A 429 or 503 with Retry-After holds every worker's fetches to the host until then;
@@ -293,26 +288,26 @@ class Politeness:
         waited: set[str] = set()
         slots = keys.host_slots(self._queue, host)
         backoffs = keys.host_backoffs(self._queue)
+        waiting = keys.host_waiting(self._queue, host)
         while True:
             # Taking a slot is a write: at Redis's memory limit the page cache gives way first.
-            renew = self._slots_ttl.due(host)
-            acquire = functools.partial(
-                self._acquire,
-                keys=[slots, backoffs, keys.host_waiting(self._queue, host)],
-                args=[
-                    token, self._limit, LEASE_MS, host, FREE_TTL_MS, await self._clock.now_ms(),
-                    SLOTS_TTL_MS, int(renew),
-                ],
-            )  # fmt: skip
-            try:
-                reply = [int(x) for x in cast(list[int], await relieving(self._redis, self._queue, acquire))]
-            except BaseException:
-                if renew:
-                    self._slots_ttl.failed(host)
-                raise
+            now_ms = await self._clock.now_ms()
+
+            def take(key_too: bool, now_ms: int = now_ms) -> Awaitable[list[int]]:
+                args: list[str | int] = [
+                    token, self._limit, LEASE_MS, host, FREE_TTL_MS, now_ms, SLOTS_TTL_MS, int(key_too),
+                ]  # fmt: skip
+                return relieving(
+                    self._redis,
+                    self._queue,
+                    functools.partial(self._acquire, keys=[slots, backoffs, waiting], args=args),
+                )
+
+            # A try that did not take a slot did not renew the key: the next take does.
+            reply = [
+                int(x) for x in await self._slots_ttl.carried(host, take, lambda r: r[0] == 1 and r[2] == 1)
+            ]
             granted, hold_ms = reply[0], reply[1]
-            if renew and not (granted and reply[2]):
-                self._slots_ttl.failed(host)  # not renewed by this try: the next take renews it
             if granted:
                 break
             left = until - loop.time()
