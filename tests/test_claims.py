@@ -254,7 +254,7 @@ async def test_the_result_that_stands_carries_its_jobs_finish_in_the_same_write(
     job_id = f"{token}-ends"
     await held_job(redis, settings.queue_name, job_id, leases.value(1))
     result = ok_result("echo", report, job_id, {"echo": "done"})
-    written = await store.write(result, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(result, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
     assert written == Written(None, True)
     assert await store.read(job_id) == result
     for prefix in (in_progress_key_prefix, job_key_prefix, retry_key_prefix):
@@ -272,7 +272,7 @@ async def test_a_result_written_after_the_lease_went_to_another_worker_leaves_it
     holder = f"other-{token}/2@5"
     await held_job(redis, settings.queue_name, job_id, holder)
     result = ok_result("echo", report, job_id, {"echo": "mine"})
-    written = await store.write(result, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(result, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
     assert written == Written(None, False)  # first-wins: the result stands; the job is the holder's
     assert await store.read(job_id) == result
     assert await redis.get(in_progress_key_prefix + job_id) == holder.encode()
@@ -292,7 +292,7 @@ async def test_a_write_that_finds_a_result_standing_finishes_nothing(
     first = ok_result("echo", report, job_id, {"echo": "first"})
     await store.write(first, 1.0)
     second = ok_result("echo", report, job_id, {"echo": "second"})
-    written = await store.write(second, 1.0, finish=leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(second, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
     assert written == Written(first, None)
     assert await redis.exists(in_progress_key_prefix + job_id, job_key_prefix + job_id) == 2
     assert await redis.zscore(settings.queue_name, job_id) == 1

@@ -281,8 +281,8 @@ async def write_result(
     candidate = result
     delay = 0.1
     for attempt in range(RESULT_WRITE_ATTEMPTS):
+        finish = finishing.finish_of if finishing is not None else None
         try:
-            finish = finishing.finish_of(as_json(candidate)) if finishing is not None else None
             written = await relieving(
                 runtime.redis,
                 runtime.settings.queue_name,

@@ -9,6 +9,7 @@ and writes nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,10 +81,10 @@ class ResultStore:
         result: Result,
         duration_ms: float,
         run: activity.JobRun | None = None,
-        finish: Finish | None = None,
+        finish: Callable[[JsonObject], Finish] | None = None,
     ) -> Written:
-        """Write the job's result unless one is written already, with arq's ``finish`` of the job
-        when it is given and this write stands.
+        """Write the job's result unless one is written already, with arq's finish of the job (what
+        ``finish`` makes of the result's JSON) when it is given and this write stands.
 
         Result, wake-up, dashboard line and finish go in one script, only with the first write;
         the minute counters follow in this worker's next bucket write. Serialization errors raise
@@ -104,8 +105,9 @@ class ResultStore:
             activity.RECENT_SLACK,
         ]
         if finish is not None:
-            keys_ += finish.keys()
-            args += finish.args()
+            step = finish(shown)
+            keys_ += step.keys()
+            args += step.args()
         reply = await self._script(keys=keys_, args=args)
         if len(reply) > 1:
             return Written(parse(bytes(reply[1])) or unstored(result.head))
