@@ -360,9 +360,12 @@ class FetchPageTool(PageJob):
                 if page.document is not None and not in_hand:
                     await parts.documents.remember(job.report_id, request.extract, target.url, page.document)
                 return page, served.cached, source
-            # A cached page whose kept document is gone: fetched again, so it can be paged.
-        # Still none (Redis refused to keep the document, and another job's flight served this
-        # one): the page's own first piece is all there is; it says it was cut when it may be.
+            if page.document is None:
+                break  # nothing was kept to page (Redis refused the document): see below
+            # Another job's page whose kept document is gone since: fetched again, so it can be paged.
+        # Still none (Redis refused to keep the document, and the cache or another job's flight
+        # served this one): the page's own first piece is all there is; it says it was cut when it
+        # may be.
         cut = len(page.text) >= request.max_chars - MAX_SEAM_BACKOFF
         return (
             replace(page, truncated=page.truncated or cut),

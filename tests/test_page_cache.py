@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
+from redis.exceptions import OutOfMemoryError
 
 from jobs.definitions import fetch_page_definition
 from jobs.fetch import FetchPageTool
@@ -26,7 +27,7 @@ from worker.state import keys
 from worker.state.pages import cache as page_cache
 from worker.state.pages import documents
 from worker.state.pages.cache import url_digest
-from worker.state.pages.entry import KeptPage, decode
+from worker.state.pages.entry import KeptPage, Page, decode
 
 SITE = {"site.test": ["127.0.0.1"], "www.site.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
 
@@ -481,6 +482,34 @@ async def test_a_page_whose_document_does_not_fit_is_served_but_not_cached(
         second = await client.fetch(f"{report}-2", url)
     assert first["ok"] is True and second["ok"] is True and second["cached"] is False
     assert cached == 0 and site.hits["/a"] == 2
+
+
+async def test_a_page_whose_document_redis_refused_is_cached_whole_and_a_hit_serves_its_first_piece(
+    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis
+) -> None:
+    site = Site()
+    tool = FetchPageTool(FakeResolver(SITE))
+    async with (
+        site_server(ca, site) as server,
+        running_worker(cache_settings(settings, ca), [tool]),
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=30) as client,
+    ):
+        pages = tool._started().pages
+        finish = pages._finish
+
+        async def refusing(keys: list[str], args: list[object]) -> object:
+            if len(keys) > 5:  # a flight's end that keeps a document: Redis is full
+                raise OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'.")
+            return await finish(keys=keys, args=args)
+
+        pages._finish = refusing  # type: ignore[assignment]
+        url = server.url("/a", name="site.test")
+        first = await client.fetch(report, url)
+        entry = decode(await redis.get(entry_key(settings, url)))
+        second = await client.fetch(f"{report}-2", url)
+    assert isinstance(entry, Page) and entry.document is None and entry.text
+    assert first["ok"] is True and second["cached"] is True and site.hits["/a"] == 1
+    assert second["text"] == first["text"]
 
 
 async def test_a_hit_whose_document_is_gone_fetches_the_page_again(
