@@ -53,7 +53,7 @@ async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: s
         "format": fmt,
         "deadline_at": time.time() + left,
     }
-    await Enqueuer(runtime.redis, queue).enqueue(RENDER_JOB, render_id, kwargs)
+    await Enqueuer(runtime.redis, queue, runtime.clock).enqueue(RENDER_JOB, render_id, kwargs)
     store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
     result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
     if result is None:
