@@ -25,7 +25,7 @@ from worker.state.leases import LEASE_MS, Renewals
 from worker.state.memory import CacheRoom, Reading, RedisMemory, cache_bound
 from worker.state.pages.cache import RENEW_SCRIPT, PageCache
 from worker.state.pages.documents import HEAD_BYTES, Kept, KeptDocuments
-from worker.state.pages.entry import Page
+from worker.state.pages.entry import KeptPage, Page, decode
 
 
 def page(url: str = "https://example.org/a") -> Page:
@@ -183,6 +183,42 @@ async def test_a_leading_fetchs_document_is_kept_by_the_flights_end_counted_and_
     kept = await documents.lookup(report, "main", fetched.url)
     assert isinstance(kept, Kept) and kept.digest == keeping.digest
     assert await redis.get(entry) is not None and not await redis.exists(lease)
+
+
+async def test_a_document_kept_at_the_flights_end_gives_way_to_redis_headroom_in_that_step(
+    settings: Settings, redis: aioredis.Redis, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The documents hold the cached pages' text: like the cache's whole entries, they come down to
+    # what Redis's headroom allows as one is kept, the documents closest to expiry first.
+    index, total = keys.document_index(settings.queue_name), keys.document_bytes(settings.queue_name)
+    now_ms = int(time.time() * 1000)
+    for n in range(10):  # ten documents of 10,000 bytes each, the first closest to expiry
+        document = keys.document(f"{token}-old-{n}")
+        await redis.set(document, b"x" * 10_000, px=600_000)
+        await redis.zadd(index, {f"{document}|10000": now_ms + 60_000 + n})
+    await redis.set(total, 100_000)
+    reading = Reading(used=850_000, maxmemory=1_000_000)  # 50,000 past the 200,000 headroom
+
+    async def limits(fixed: int) -> tuple[int, int | None]:
+        return memory.cache_limits(reading, fixed)
+
+    documents = KeptDocuments(redis, ttl_s=3600, queue_name=settings.queue_name)
+    cache = PageCache(redis, settings, Metrics(), documents=documents)
+    monkeypatch.setattr(cache._room, "limits", limits)
+    fetched = page(f"https://example.org/{token}")
+    keeping = await documents.prepare(
+        fetched, {"markdown": "word " * 500}, {}, noted_for=(f"r-{token}", "main", fetched.url)
+    )
+    entry = keys.page(settings.queue_name, "main", f"{token}-d")
+    lease = keys.page_flight(settings.queue_name, "main", f"{token}-d")
+    await redis.set(lease, "tok", px=LEASE_MS)
+    await cache._publish(entry, lease, "tok", fetched, 600_000, keeping)
+    assert keeping.nbytes < 10_000
+    assert int(await redis.get(total) or 0) <= 50_000  # what it held (100,000) less the 50,000 past
+    assert await redis.exists(keys.document(keeping.digest))
+    assert not await redis.exists(keys.document(f"{token}-old-0"))
+    assert await redis.exists(keys.document(f"{token}-old-9"))
+    assert isinstance(decode(await redis.get(entry) or b""), KeptPage)
 
 
 async def test_a_document_past_the_bound_is_not_kept_and_leaves_the_count_as_it_was(

@@ -356,7 +356,12 @@ class PageCache:
             store = Store.WHOLE
         keep = store is Store.WHOLE
         renew = keep and self._bookkeeping.due()
-        bound, room = await self._room.limits(MAX_CACHE_BYTES) if keep else (MAX_CACHE_BYTES, None)
+        # What Redis has room for bounds a whole entry and a kept document alike.
+        bound, room = (
+            await self._room.limits(MAX_CACHE_BYTES)
+            if keep or keeping is not None
+            else (MAX_CACHE_BYTES, None)
+        )
         keys_ = [
             entry,
             lease,

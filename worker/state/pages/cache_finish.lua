@@ -10,7 +10,8 @@
 -- count), 10 '1' to renew the bookkeeping's time to live (each worker does at most once a minute),
 -- 11 the flight lease's ms, 12 what Redis has free beyond its headroom (bytes, negative past it; ''
 -- when its memory bounds nothing): the bound is then worker.state.memory.cache_bound's, with what
--- the cache holds read here rather than by a command of its own. 13 now (Redis's clock, ms:
+-- the cache holds read here rather than by a command of its own; a document kept here is bounded
+-- by the same room (documents.py). 13 now (Redis's clock, ms:
 -- worker.state.clock). 14 the entry that names the kept document instead ('' for none).
 -- A leading fetch that kept its document passes the keep's keys and arguments after these
 -- (documents.py, KEEP_FUNCTION: KEYS 6 to 9, ARGV 15 to 21), and it is kept in this same step.
@@ -35,7 +36,7 @@
 local kept, document = 0, 0
 local now = tonumber(ARGV[13])
 if #KEYS > 5 then
-  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 15, 21)}, now)
+  document = keep_document({unpack(KEYS, 6, 9)}, {unpack(ARGV, 15, 21)}, now, ARGV[12])
 end
 if ARGV[3] == '2' and document == 1 then
   redis.call('SET', KEYS[1], ARGV[14], 'PX', ARGV[4])

@@ -37,7 +37,7 @@ from worker.logs import fields
 from worker.state import keys
 from worker.state.clock import RedisClock
 from worker.state.leases import Renewals
-from worker.state.memory import BOOKKEEPING_RENEW_S, relieving
+from worker.state.memory import BOOKKEEPING_RENEW_S, CacheRoom, relieving
 from worker.state.pages import entry as page_entry
 from worker.state.pages.entry import Page
 
@@ -63,7 +63,11 @@ MAX_EVICTIONS = 64
 # document it read. A: 1 the document, 2 time to live ms, 3 the bound in bytes, 4 the most
 # evictions, 5 the document's digest, 6 how long the bookkeeping keys live (ms: longer than any
 # document), 7 '1' to renew the bookkeeping's time to live (each worker does at most once a
-# minute). ``now``: Redis's clock, ms (worker.state.clock). Returns 1 when kept.
+# minute). ``now``: Redis's clock, ms (worker.state.clock). ``room``: what Redis has free beyond its
+# headroom (bytes, negative past it; '' when its memory bounds nothing, worker.state.memory), which
+# lowers the bound to what the documents hold plus that room, as the cache's store does: the
+# documents hold the cached pages' text, so they give way to Redis's headroom in the step that
+# keeps one, not only when a fetch next checks. Returns 1 when kept.
 #
 # The document is indexed and counted in the same step it is written (the bookkeeping never misses
 # bytes it holds), and room is made by dropping the documents closest to expiry, each only while it
@@ -72,7 +76,7 @@ MAX_EVICTIONS = 64
 # document and one INCRBY counts it: the common keep is five commands. Its first write is the
 # ZADD, so a full Redis refuses it before anything is written.
 KEEP_FUNCTION = """
-local function keep_document(K, A, now)
+local function keep_document(K, A, now, room)
   local size = string.len(A[1])
   local bound = tonumber(A[3])
   local mine = K[1] .. '|' .. size
@@ -81,6 +85,9 @@ local function keep_document(K, A, now)
     grown = size
   end
   local total = redis.call('INCRBY', K[3], grown)
+  if room ~= '' then
+    bound = math.max(0, math.min(bound, total - grown + tonumber(room)))
+  end
   local freed, evicted = 0, 0
   while total - freed > bound and evicted < tonumber(A[4]) do
     local oldest = redis.call('ZRANGE', K[2], 0, 0)
@@ -116,12 +123,12 @@ local function keep_document(K, A, now)
 end
 """
 
-# KEYS and ARGV: the keep's own, then ARGV[8]: now (Redis's clock, ms). A document kept without a
-# page flight (the cache off).
+# KEYS and ARGV: the keep's own, then ARGV 8: now (Redis's clock, ms), 9: the room beyond Redis's
+# headroom. A document kept without a page flight (the cache off).
 KEEP_SCRIPT = (
     KEEP_FUNCTION
     + """
-return keep_document(KEYS, ARGV, tonumber(ARGV[8]))
+return keep_document(KEYS, ARGV, tonumber(ARGV[8]), ARGV[9])
 """
 )
 
@@ -207,6 +214,7 @@ class KeptDocuments:
     def __init__(self, redis: Redis, *, ttl_s: int, queue_name: str, clock: RedisClock | None = None) -> None:
         self._redis = redis
         self.clock = clock or RedisClock(redis)
+        self._room = CacheRoom(redis, queue_name)
         self._ttl_s = ttl_s
         self._queue = queue_name
         self._keep = redis.register_script(KEEP_SCRIPT)
@@ -273,7 +281,8 @@ class KeptDocuments:
         )
 
     async def _keep_alone(self, keeping: Keeping) -> bool:
-        args = [*keeping.args, await self.clock.now_ms()]
+        _, room = await self._room.limits(MAX_DOCUMENT_BYTES)
+        args = [*keeping.args, await self.clock.now_ms(), "" if room is None else room]
         try:
             kept = await relieving(self._redis, self._queue, lambda: self._keep(keys=keeping.keys, args=args))
         except (RedisError, OSError) as exc:
