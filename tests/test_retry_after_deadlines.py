@@ -18,12 +18,13 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from jobs.providers import upstream
 from jobs.providers.base import Deadline
 from jobs.providers.upstream import Retryable, retrying, status_failure
 from tests.support.tls import TestCA
 from tests.test_politeness import Host, polite_worker
 from worker.config import Settings
-from worker.errors import RateLimited
+from worker.errors import RateLimited, ResearchError
 from worker.net.retry_after import MAX_RETRY_AFTER_S, retry_after_s
 
 NOW = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.UTC)
@@ -135,3 +136,52 @@ async def test_a_fetch_asked_for_a_wait_inside_its_deadline_reports_the_hosts_st
     async with polite_worker(settings, ca, token, host) as (server, _, client):
         first = await client.fetch(report, server.url("/limited", name="site.test"))
     assert (first["error"]["kind"], first["status"]) == ("http_status", 429)
+
+
+async def _search_failing_then_slow(budget_s: float, slow_s: float) -> tuple[int, object]:
+    """A provider that answers 503 at once, then takes ``slow_s`` to answer 503 again."""
+    calls = 0
+
+    async def attempt() -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            await asyncio.sleep(slow_s)
+        raise Retryable(status_failure(503, "the search provider"), None)
+
+    end = asyncio.get_running_loop().time() + budget_s
+    try:
+        outcome: object = await retrying(attempt, Deadline(end, end, budget_s), "the search provider")
+    except ResearchError as failure:
+        outcome = failure
+    return calls, outcome
+
+
+@pytest.mark.parametrize("left_s", [0.01, 0.1, 0.2])
+def test_a_retry_that_would_start_in_the_deadlines_last_moments_is_not_tried(
+    left_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tried, it could only run out of time: the provider's own failure is what the agent learns.
+    budget_s = 1.0
+    monkeypatch.setattr(upstream, "backoff_s", lambda attempt, retry_after: budget_s - left_s)
+    calls, outcome = asyncio.run(_search_failing_then_slow(budget_s, 0.5))
+    assert calls == 1
+    assert isinstance(outcome, ResearchError) and outcome.kind.value != "timeout"
+    assert "503" in outcome.message and "gave up after 1 attempt" in outcome.message
+
+
+def test_a_wait_that_ran_late_past_the_deadline_leaves_the_failure_seen_not_a_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The retry fitted when its wait began; the event loop was then held (a busy worker, a paused
+    # host) past the deadline, so the retry is not started under a spent deadline.
+    monkeypatch.setattr(upstream, "backoff_s", lambda attempt, retry_after: 0.1)
+
+    async def held() -> tuple[int, object]:
+        asyncio.get_running_loop().call_later(0.05, time.sleep, 1.0)
+        return await _search_failing_then_slow(0.8, 0.0)
+
+    calls, outcome = asyncio.run(held())
+    assert calls == 1
+    assert isinstance(outcome, ResearchError) and outcome.kind.value != "timeout"
+    assert "503" in outcome.message

@@ -47,6 +47,10 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 5
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
+# A retry starts only with at least this long left before its deadline: one started in the last
+# moments could only run out of time, and would turn the failure it follows (a refused connection,
+# a 503) into a timeout that says less. Past it (the wait ran late), the failure seen stands.
+MIN_ATTEMPT_S = 0.25
 # A completion for ten citations is a few kilobytes, a SearXNG page of results tens of them;
 # anything near this is not an answer.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -180,7 +184,7 @@ async def retrying(attempt: Callable[[], Awaitable[T]], deadline: Deadline, peer
             failure = translate(exc, peer)
         attempts += 1
         delay = backoff_s(attempts, retry_after)
-        fits = loop.time() + delay < deadline.retry_until
+        fits = loop.time() + delay + MIN_ATTEMPT_S <= deadline.retry_until
         if attempts >= MAX_ATTEMPTS or not fits:
             raise given_up(failure, attempts, None if fits else retry_after)
         log.warning(
@@ -188,6 +192,8 @@ async def retrying(attempt: Callable[[], Awaitable[T]], deadline: Deadline, peer
             extra=fields(failure=failure.message, attempt=attempts, retry_in_s=round(delay, 3)),
         )
         await asyncio.sleep(delay)
+        if loop.time() + MIN_ATTEMPT_S > deadline.retry_until:
+            raise given_up(failure, attempts, None)  # the wait ran late (a busy loop, a paused host)
 
 
 def given_up(failure: ResearchError, attempts: int, retry_after: float | None) -> ResearchError:
