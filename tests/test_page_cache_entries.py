@@ -21,7 +21,16 @@ from worker.errors import (
 )
 from worker.guardian.reasons import Reason
 from worker.page_metadata import parse as parse_metadata
-from worker.state.pages.entry import VERSION, Abandoned, Failure, Page, decode, encode, failure_of
+from worker.state.pages.entry import (
+    VERSION,
+    Abandoned,
+    Failure,
+    KeptPage,
+    Page,
+    decode,
+    encode,
+    failure_of,
+)
 
 PAGE = Page(
     url="https://site.test/a",
@@ -105,10 +114,11 @@ def test_a_timeout_is_shared_with_the_jobs_that_waited_for_it() -> None:
 
 @given(json_values)
 def test_any_json_in_an_entry_key_is_an_outcome_or_a_miss_never_an_error(value: object) -> None:
-    outcome = (Page, Failure, Abandoned)
+    outcome = (Page, Failure, Abandoned, KeptPage)
     for raw in (
         orjson.dumps({"v": VERSION, "page": value}),
         orjson.dumps({"v": VERSION, "failure": value}),
+        orjson.dumps({"v": VERSION, "kept": value}),
         orjson.dumps(value),
     ):
         decoded = decode(raw)
@@ -118,7 +128,7 @@ def test_any_json_in_an_entry_key_is_an_outcome_or_a_miss_never_an_error(value: 
 @given(st.binary(max_size=300))
 def test_any_bytes_in_an_entry_key_are_a_miss_or_an_outcome(raw: bytes) -> None:
     decoded = decode(raw)
-    assert decoded is None or isinstance(decoded, Page | Failure | Abandoned)
+    assert decoded is None or isinstance(decoded, Page | Failure | Abandoned | KeptPage)
 
 
 def _is_int(value: object) -> bool:
@@ -175,4 +185,49 @@ def test_an_entry_of_another_version_is_a_miss() -> None:
 def test_a_failure_of_a_kind_that_is_never_shared_is_a_miss() -> None:
     kept = orjson.loads(encode(failure_of(HttpStatus("x", status=404), ())))  # type: ignore[arg-type]
     kept["failure"]["kind"] = "url_not_in_menu"
+    assert decode(orjson.dumps(kept)) is None
+
+
+# An entry that names a page's kept document (the cache's usual entry since a page's text is kept
+# once): the same discipline, field by field. The digest names a Redis key, so it is 64 hex digits
+# and nothing else.
+NAMED = KeptPage("https://site.test/a", "ab" * 32, (("https://site.test/a", "https://other.test/b"),))
+NAMED_SHAPES = {
+    "url": lambda v: isinstance(v, str),
+    "document": lambda v: isinstance(v, str) and re.fullmatch("[0-9a-f]{64}", v) is not None,
+    "hops": _is_hops,
+}
+
+
+def test_an_entry_that_names_a_document_comes_back_as_it_was_kept() -> None:
+    assert decode(encode(NAMED)) == NAMED
+
+
+def test_every_field_of_an_entry_that_names_a_document_has_a_shape_checked_on_reading() -> None:
+    assert set(NAMED_SHAPES) == set(NAMED.__dict__)
+
+
+@given(
+    st.sampled_from(sorted(NAMED_SHAPES)).flatmap(
+        lambda f: st.tuples(
+            st.just(f),
+            (json_values | st.text(alphabet="0123456789abcdefABCDEF/.:*?", max_size=70)).filter(
+                lambda v: not NAMED_SHAPES[f](v)
+            ),
+        )
+    )
+)
+def test_an_entry_naming_a_document_with_one_field_of_the_wrong_shape_is_a_miss(
+    wrong: tuple[str, object],
+) -> None:
+    field, value = wrong
+    kept = orjson.loads(encode(NAMED))
+    kept["kept"][field] = value
+    assert decode(orjson.dumps(kept)) is None
+
+
+@given(st.sampled_from(sorted(NAMED_SHAPES)))
+def test_an_entry_naming_a_document_without_one_of_its_fields_is_a_miss(field: str) -> None:
+    kept = orjson.loads(encode(NAMED))
+    del kept["kept"][field]
     assert decode(orjson.dumps(kept)) is None
