@@ -96,14 +96,18 @@ class JobFinishing:
     done: bool = False
 
     def finish_of(self, result: JsonObject) -> Finish:
-        record = None
-        if self.record_ttl_ms > 0:
-            kept = result_head(result) if self.job.get(OURS_FIELD) else result
-            record = arq_record(
-                self.job_id, self.queue_name, self.function_name, success=True, result=kept,
-                job=self.job, job_try=self.job_try, start_ms=self.start_ms,
-            )  # fmt: skip
-        return self.leases.finishing(self.job_id, record, self.record_ttl_ms)
+        return self.leases.finishing(self.job_id, self.record(True, result), self.record_ttl_ms)
+
+    def record(self, success: bool, result: Any) -> bytes | None:
+        """arq's record of the job's end (None when arq keeps none): a job our client queued keeps
+        only its result's head there (it reads research:result); a plain arq client's, all of it."""
+        if self.record_ttl_ms <= 0:
+            return None
+        kept = result_head(result) if self.job.get(OURS_FIELD) else result
+        return arq_record(
+            self.job_id, self.queue_name, self.function_name, success=success, result=kept,
+            job=self.job, job_try=self.job_try, start_ms=self.start_ms,
+        )  # fmt: skip
 
     def finished(self, done: bool) -> None:
         self.done = done
@@ -525,13 +529,7 @@ class ResearchWorker(Worker):
             if self.runtime is not None:
                 self.runtime.settled.discard(job_id)
             return
-        record = None
-        if finish and self.keep_result_s > 0:
-            kept = result_head(result) if job is not None and job.get(OURS_FIELD) else result
-            record = arq_record(
-                job_id, self.queue_name, function_name, success=success, result=kept, job=job,
-                job_try=job_try, start_ms=start_ms,
-            )  # fmt: skip
+        record = finishing.record(success, result) if finish else None
         await asyncio.shield(self._finish(job_id, job, finish, record, requeue_score=requeue_score))
 
     async def _finish(
