@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
@@ -19,6 +20,7 @@ from worker.config import Settings
 from worker.runtime.claims import JobLeases, parse_lease
 from worker.serialization import loads
 from worker.state import keys
+from worker.state.queue import Finish
 from worker.state.results import ResultStore, Written
 
 SHORT_LEASE_MS = 600
@@ -239,6 +241,18 @@ async def test_renewal_leaves_another_workers_lease_as_it_was_and_keeps_the_clai
     assert await redis.pttl(in_progress_key_prefix + mine) > 1_000
 
 
+def ending(settings: Settings, redis: aioredis.Redis, token: str) -> tuple[JobLeases, ResultStore]:
+    """A worker's leases and the result store whose writes carry the jobs' finish."""
+    return JobLeases(redis, settings.queue_name, f"w-{token}"), ResultStore(
+        redis, ttl_s=60, queue_name=settings.queue_name
+    )
+
+
+def with_record(leases: JobLeases, job_id: str) -> Callable[[object], Finish]:
+    """The finish a result's write carries: arq's record is b"record"."""
+    return lambda _: leases.finishing(job_id, b"record", 60_000)
+
+
 async def held_job(redis: aioredis.Redis, queue: str, job_id: str, lease: str) -> None:
     await redis.set(in_progress_key_prefix + job_id, lease)
     await redis.set(job_key_prefix + job_id, b"payload")
@@ -249,12 +263,11 @@ async def held_job(redis: aioredis.Redis, queue: str, job_id: str, lease: str) -
 async def test_the_result_that_stands_carries_its_jobs_finish_in_the_same_write(
     settings: Settings, redis: aioredis.Redis, token: str, report: str
 ) -> None:
-    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
-    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    leases, store = ending(settings, redis, token)
     job_id = f"{token}-ends"
     await held_job(redis, settings.queue_name, job_id, leases.value(1))
     result = ok_result("echo", report, job_id, {"echo": "done"})
-    written = await store.write(result, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(result, 1.0, finish=with_record(leases, job_id))
     assert written == Written(None, True)
     assert await store.read(job_id) == result
     for prefix in (in_progress_key_prefix, job_key_prefix, retry_key_prefix):
@@ -266,13 +279,12 @@ async def test_the_result_that_stands_carries_its_jobs_finish_in_the_same_write(
 async def test_a_result_written_after_the_lease_went_to_another_worker_leaves_its_job_alone(
     settings: Settings, redis: aioredis.Redis, token: str, report: str
 ) -> None:
-    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
-    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    leases, store = ending(settings, redis, token)
     job_id = f"{token}-taken"
     holder = f"other-{token}/2@5"
     await held_job(redis, settings.queue_name, job_id, holder)
     result = ok_result("echo", report, job_id, {"echo": "mine"})
-    written = await store.write(result, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(result, 1.0, finish=with_record(leases, job_id))
     assert written == Written(None, False)  # first-wins: the result stands; the job is the holder's
     assert await store.read(job_id) == result
     assert await redis.get(in_progress_key_prefix + job_id) == holder.encode()
@@ -285,14 +297,13 @@ async def test_a_write_that_finds_a_result_standing_finishes_nothing(
     settings: Settings, redis: aioredis.Redis, token: str, report: str
 ) -> None:
     # The job is finished by its worker afterwards, with arq's record of the result that stands.
-    leases = JobLeases(redis, settings.queue_name, f"w-{token}")
-    store = ResultStore(redis, ttl_s=60, queue_name=settings.queue_name)
+    leases, store = ending(settings, redis, token)
     job_id = f"{token}-stood"
     await held_job(redis, settings.queue_name, job_id, leases.value(1))
     first = ok_result("echo", report, job_id, {"echo": "first"})
     await store.write(first, 1.0)
     second = ok_result("echo", report, job_id, {"echo": "second"})
-    written = await store.write(second, 1.0, finish=lambda _: leases.finishing(job_id, b"record", 60_000))
+    written = await store.write(second, 1.0, finish=with_record(leases, job_id))
     assert written == Written(first, None)
     assert await redis.exists(in_progress_key_prefix + job_id, job_key_prefix + job_id) == 2
     assert await redis.zscore(settings.queue_name, job_id) == 1

@@ -98,6 +98,11 @@ def entry_key(settings: Settings, url: str, extract: str = "main.markdown") -> s
     return keys.page(settings.queue_name, extract, url_digest(canonical))
 
 
+async def cached_entry(redis: aioredis.Redis, settings: Settings, url: str) -> object:
+    """What the cache holds for ``url`` (in the default format), as a worker reads it."""
+    return decode(await redis.get(entry_key(settings, url)) or b"")
+
+
 async def test_a_second_report_gets_the_cached_page_without_a_request_and_with_the_original_fetch_time(
     settings: Settings, ca: TestCA, token: str, report: str
 ) -> None:
@@ -448,7 +453,7 @@ async def test_a_page_is_cached_once_as_the_entry_that_names_its_kept_document(
     ):
         url = server.url("/a", name="site.test")
         first = await client.fetch(report, url)
-        entry = decode(await redis.get(entry_key(settings, url)))
+        entry = await cached_entry(redis, settings, url)
         second = await client.fetch(f"{report}-2", url)
     # The entry is the document's name and the hops: the page's text is in Redis once, in the
     # document, which serves the hit; nothing of the cache's own index counts it twice.
@@ -505,7 +510,7 @@ async def test_a_page_whose_document_redis_refused_is_cached_whole_and_a_hit_ser
         pages._finish = refusing  # type: ignore[assignment]
         url = server.url("/a", name="site.test")
         first = await client.fetch(report, url)
-        entry = decode(await redis.get(entry_key(settings, url)))
+        entry = await cached_entry(redis, settings, url)
         second = await client.fetch(f"{report}-2", url)
     assert isinstance(entry, Page) and entry.document is None and entry.text
     assert first["ok"] is True and second["cached"] is True and site.hits["/a"] == 1
@@ -522,7 +527,7 @@ async def test_a_hit_whose_document_is_gone_fetches_the_page_again(
     ):
         url = server.url("/a", name="site.test")
         await client.fetch(report, url)
-        entry = decode(await redis.get(entry_key(settings, url)))
+        entry = await cached_entry(redis, settings, url)
         assert isinstance(entry, KeptPage)
         await redis.delete(keys.document(entry.document))  # shed by a full Redis, say
         again = await client.fetch(f"{report}-2", url)
