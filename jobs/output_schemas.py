@@ -101,8 +101,34 @@ FETCH_PAGE_OK: Final[dict[str, Any]] = {
 }
 
 
+CITE_OK: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["ok", "tool", "report_id", "job_id", "url", "quote", "status"],
+    "properties": {
+        **HEAD,
+        "tool": {"const": "cite"},
+        "url": {"type": "string"},
+        "quote": {"type": "string"},
+        "status": {"enum": ["verified", "approximate", "not_found", "not_fetched"]},
+        "offset": {"type": "integer"},
+        "length": {"type": "integer"},
+        "page": {"type": "integer"},
+        "matched_text": {"type": "string"},
+        "context": {"type": "string"},
+        "sha256": NULLABLE_STRING,
+        "archive_record": NULLABLE_STRING,
+        "fetched_at": NULLABLE_STRING,
+        "format": {"type": "string"},
+        "extract": {"type": "string"},
+        "source": {"enum": ["kept", "archive"]},
+        "parts": {"type": "array", "items": {"type": "object"}},
+        "note": {"type": "string"},
+    },
+}
+
+
 def output_schema(tool: str) -> dict[str, Any]:
     """The schema of everything ``tool`` returns: its ok result or an error result."""
-    ok = {"web_search": WEB_SEARCH_OK, "fetch_page": FETCH_PAGE_OK}[tool]
+    ok = {"web_search": WEB_SEARCH_OK, "fetch_page": FETCH_PAGE_OK, "cite": CITE_OK}[tool]
     # MCP wants an object schema at the top; the two branches are told apart by ``ok``.
     return {"type": "object", "oneOf": [ok, ERROR_RESULT]}

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("worker", "jobs")
 COMPOSITION_ROOTS = frozenset({"worker.settings"})
-TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions")
+TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions", "jobs.cite")
 # Each row may import itself and the rows above it. A name stands for the module or the package.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker", "worker.limits", "worker.serialization", "worker.page_metadata"),
@@ -40,10 +40,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.runtime",),
     ("jobs.decoding", "jobs.reader", "jobs.definitions", "jobs.output_schemas"),
     ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots", "jobs.render.delegate"),
-    ("jobs.fetch", "jobs.search"),
+    ("jobs.fetch", "jobs.search", "jobs.cite"),
     ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),
-    ("worker.client", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
+    ("worker.client", "worker.citations", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
 )
 MAX_MODULES_PER_PACKAGE = 15
 

@@ -242,6 +242,7 @@ async def _run_job(
     seed: list[str],
     report_id: str,
     what: str,
+    judged: Callable[[JsonObject], int] | None = None,
 ) -> int:
     from worker.client import ResearchClient
 
@@ -264,6 +265,8 @@ async def _run_job(
     except RedisOutOfMemory:
         raise RedisFull(found.url) from None
     print_json(result)
+    if judged is not None and "error" not in result:
+        return judged(result)  # an answer that is not one job's result (verify)
     if result.get("ok"):
         return Exit.OK
     error = result.get("error")
@@ -289,6 +292,27 @@ async def _showing_progress(work: Awaitable[T], what: str) -> T:
         sys.stderr.flush()
         task.cancel()
     return task.result()
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.citations import DossierError, read_dossier, verdict
+
+    report_id = _report_id(args.report_id, "REPORT")
+    try:
+        dossier = read_dossier(args.file)
+    except DossierError as exc:
+        raise UsageError(str(exc)) from None
+    return asyncio.run(
+        _run_job(
+            args,
+            settings,
+            lambda client: client.verify(report_id, dossier),
+            seed=[],
+            report_id=report_id,
+            what="verify_citations",
+            judged=lambda result: Exit.OK if verdict(result, say) else Exit.JOB_ERROR,
+        )
+    )
 
 
 def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
@@ -686,6 +710,17 @@ def build_parser() -> argparse.ArgumentParser:
     archive.add_argument(
         "-o", "--output", default="-", metavar="FILE", help="where to write the file; - for stdout"
     )
+
+    verify = command(
+        "verify",
+        "check a dossier's quotes against what a report fetched; print one JSON object (docs/citations.md)",
+        '  research-worker verify r-1 dossier.json\n  echo \'[{"url": "https://example.org/", '
+        '"quote": "Example Domain"}]\' | research-worker verify r-1 -',
+        cmd_verify,
+    )
+    verify.add_argument("report_id", metavar="REPORT", help="the report whose fetches the quotes cite")
+    verify.add_argument("file", metavar="FILE", help='a JSON list of {"url", "quote"}; - for stdin')
+    _waiting_options(verify)
 
     tools = command(
         "tools",

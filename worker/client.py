@@ -32,11 +32,12 @@ from arq.connections import ArqRedis
 from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
+from worker import citations as citation_batches
 from worker import embedded
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
-from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
+from worker.limits import CITE, DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
 from worker.serialization import JsonObject, dumps
 from worker.shapes import Shape, anthropic_blocks
@@ -58,7 +59,7 @@ REMEMBERED_ENQUEUES = 10_000
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
 # names a report or an organization is trying to spend someone else's budget.
-MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
+MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH, CITE)
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
 # Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
 # before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
@@ -230,6 +231,14 @@ class ResearchClient:
         kwargs.update({name: value for name, value in optional.items() if value is not None})
         return await self.run(FETCH_PAGE, kwargs)
 
+    async def verify(self, report_id: str, citations: Iterable[Mapping[str, Any]]) -> JsonObject:
+        """Check a dossier's quotes against what the report fetched (docs/citations.md): the object
+        ``research-worker verify`` prints, or the error result of a batch whose job failed."""
+        parse_report_id(report_id)
+        if isinstance(citations, str | bytes | Mapping):
+            raise ClientError("verify takes a list of {url, quote} objects")
+        return await citation_batches.verify(self.run, report_id, list(citations))
+
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         """Put the briefing's URLs on the report's menu; returns how many were new.
 
@@ -341,9 +350,7 @@ class ResearchClient:
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
         if not isinstance(name, str) or name not in MODEL_TOOLS:
-            unknown = InvalidRequest(
-                f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
-            )
+            unknown = InvalidRequest(f"there is no tool by that name; the tools are {', '.join(MODEL_TOOLS)}")
             return error_result("unknown", report, job_id, unknown)
         try:
             given = model_arguments(arguments)
@@ -508,6 +515,7 @@ class SyncResearchClient:
     search = _blocking(ResearchClient.search)
     fetch = _blocking(ResearchClient.fetch)
     seed_urls = _blocking(ResearchClient.seed_urls)
+    verify = _blocking(ResearchClient.verify)
     set_domains = _blocking(ResearchClient.set_domains)
     call = _blocking(ResearchClient.call)
     run = _blocking(ResearchClient.run)

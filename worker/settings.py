@@ -25,6 +25,7 @@ from typing import Any
 import click
 from aiohttp.abc import AbstractResolver
 
+from jobs.cite.tool import CiteTool, VerifyTool
 from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
@@ -63,7 +64,7 @@ def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
     """The tools a worker runs, sharing one evidence archive writer; tests pass a fake resolver,
     production uses the system's."""
     archive = SharedArchive()
-    return (WebSearchTool(archive), FetchPageTool(resolver, archive))
+    return (WebSearchTool(archive), FetchPageTool(resolver, archive), CiteTool(), VerifyTool())
 
 
 @functools.cache

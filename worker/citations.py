@@ -1,0 +1,112 @@
+"""``ResearchClient.verify``: a dossier of citations checked by the workers, in batches.
+
+Each batch is one ``verify_citations`` job (``jobs.cite``), whose time is a fetch's; a dossier is
+split so no job has more than ``BATCH`` citations, the citations of one URL kept together (the
+job folds each text once for all of them), and the batches run at once, on as many workers as
+take them. The answer is one object, its citations in the dossier's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from worker.limits import VERIFY_CITATIONS
+from worker.serialization import JsonObject
+
+BATCH = 100
+STATUSES = ("verified", "approximate", "not_found", "not_fetched")
+HEAD = ("ok", "tool", "job_id")
+
+# A dossier file larger than this is not a dossier (the jobs take 1,000,000 characters of quotes).
+MAX_DOSSIER_BYTES = 16 * 1024 * 1024
+
+Run = Callable[[str, Mapping[str, Any]], Awaitable[JsonObject]]
+
+
+def batches(citations: Sequence[object]) -> list[list[int]]:
+    """Indexes of the citations, a batch at a time: one URL's together, at most BATCH a batch
+    (unless one URL alone has more)."""
+    by_url: dict[str, list[int]] = {}
+    for n, citation in enumerate(citations):
+        url = citation.get("url") if isinstance(citation, Mapping) else None
+        by_url.setdefault(url if isinstance(url, str) else "", []).append(n)
+    out: list[list[int]] = []
+    for group in by_url.values():
+        for start in range(0, len(group), BATCH):
+            piece = group[start : start + BATCH]
+            if out and len(out[-1]) + len(piece) <= BATCH:
+                out[-1].extend(piece)
+            else:
+                out.append(list(piece))
+    return out or [[]]
+
+
+async def verify(run: Run, report_id: str, citations: Sequence[object]) -> JsonObject:
+    """The contract's verify object; a batch's error result (its job failed) when one failed."""
+    plan = batches(citations)
+    results = await asyncio.gather(
+        *(
+            run(VERIFY_CITATIONS, {"report_id": report_id, "citations": [citations[n] for n in batch]})
+            for batch in plan
+        )
+    )
+    for result in results:
+        if not result.get("ok"):
+            return result
+    checked: list[JsonObject | None] = [None] * len(citations)
+    for batch, result in zip(plan, results, strict=True):
+        found = result.get("citations")
+        if not isinstance(found, list) or len(found) != len(batch):
+            raise ValueError("a verify job answered with another number of citations than it was given")
+        for n, citation in zip(batch, found, strict=True):
+            checked[n] = citation
+    done = [c for c in checked if c is not None]
+    counts = {status: sum(1 for c in done if c.get("status") == status) for status in STATUSES}
+    return {"report_id": report_id, "checked": len(done), **counts, "citations": list(done)}
+
+
+class DossierError(ValueError):
+    """The dossier file cannot be read, or is not a JSON list of {url, quote} objects."""
+
+
+def read_dossier(path: str) -> list[object]:
+    """The dossier's citations, from a file or ``-`` (stdin); their fields are checked by the jobs."""
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_DOSSIER_BYTES + 1)
+        else:
+            with Path(path).open("rb") as file:
+                raw = file.read(MAX_DOSSIER_BYTES + 1)
+    except OSError as exc:
+        raise DossierError(f"FILE: cannot read {path} ({exc.strerror})") from None
+    if len(raw) > MAX_DOSSIER_BYTES:
+        raise DossierError(f"FILE: larger than {MAX_DOSSIER_BYTES:,} bytes")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise DossierError(f"FILE: not JSON ({exc})") from None
+    if not isinstance(value, list):
+        raise DossierError('FILE: must be a JSON list of {"url": ..., "quote": ...} objects')
+    for n, item in enumerate(value):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("url"), str)
+            or not isinstance(item.get("quote"), str)
+        ):
+            raise DossierError(f'FILE: citation {n} is not an object with "url" and "quote" strings')
+    return value
+
+
+def verdict(result: JsonObject, say: Callable[[str], None]) -> bool:
+    """True when every citation is verified or approximate; else says how many are not."""
+    failing = int(result.get("not_found") or 0) + int(result.get("not_fetched") or 0)
+    if failing:
+        checked = result.get("checked")
+        say(f"{failing} of {checked} citations are not on the pages they cite, or were never fetched")
+    return failing == 0
