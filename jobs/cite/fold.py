@@ -7,9 +7,10 @@ is then found by a plain substring search (``str.find``) and never by a pattern 
 Two folds, one per tier of a citation's status (docs/citations.md):
 
 - ``STRICT`` (``verified``): canonical equivalence (NFC) and whitespace only. A whitespace run of
-  any kind is one space; invisible characters (soft hyphens, zero-width characters, other format
-  and control characters) are dropped; where a word meets punctuation with no space between, the
-  fold writes ``BOUND``, so a quote can be required to start and end at a word's edge.
+  any kind is one space; invisible characters (soft hyphens, PDFium's U+FFFE hyphenation mark,
+  zero-width characters, other format and control characters) are dropped; where a word meets
+  punctuation with no space between, the fold writes ``BOUND``, so a quote can be required to
+  start and end at a word's edge.
 - ``LOOSE`` (``approximate``): also NFKC, case (``casefold``), every quotation mark and apostrophe
   as ``"``, every dash as ``-``, a dash or soft hyphen between letters dropped (the word broken
   across lines is one word again), and whitespace between a word and punctuation ignored (every
@@ -30,7 +31,8 @@ from enum import Enum
 # Where a word meets punctuation with no whitespace between (STRICT only): never in a folded text
 # otherwise, since control characters are dropped.
 BOUND = "\x01"
-SOFT_HYPHEN = "\u00ad"
+# A soft hyphen, and the noncharacter PDFium writes where a word was hyphenated at a line's end.
+SOFT_HYPHENS = frozenset("\u00ad\ufffe")
 DASHES = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d")
 QUOTES = frozenset(
     "\"'`\u00b4\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u2032\u2033\u2035\u2036"
@@ -72,7 +74,7 @@ def _is_mark(ch: str) -> bool:
 
 
 def _invisible(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cf", "Cc")
+    return ch in SOFT_HYPHENS or unicodedata.category(ch) in ("Cf", "Cc")
 
 
 def _tokens(text: str) -> list[tuple[int, int, str]]:
@@ -160,7 +162,7 @@ def fold(text: str, how: Fold) -> Folded:
             newline = newline or "\n" in token or "\r" in token
             continue
         if kind == "p" and _invisible(token[0]):
-            if loose and token[0] == SOFT_HYPHEN and last == "w" and not space and alpha_end:
+            if loose and token[0] in SOFT_HYPHENS and last == "w" and not space and alpha_end:
                 hyphen = hyphen or (start, end, False)
             continue
         held = loose and kind == "p" and token in DASHES and hyphen is None
