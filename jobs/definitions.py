@@ -260,7 +260,7 @@ def cite_definition() -> dict[str, Any]:
             "(fetch the page first). Mark omitted text with '...': the parts must appear in order, "
             "each within 2,000 characters of the one before. A found quote comes with offset and "
             "length in the page's text (format says which), page for a PDF, matched_text and "
-            "context; cite the page with them."
+            f"context; cite the page with them. {UNTRUSTED}"
         ),
         "input_schema": {
             "type": "object",

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import jsonschema
 import pytest
 from aiohttp import web
 
+from jobs.output_schemas import output_schema
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.pdfs import Page, Text, build_pdf
@@ -351,3 +353,30 @@ async def test_a_bad_dossier_is_an_invalid_request(
         answer = await client.run("verify_citations", {"report_id": report, "citations": citations})
     assert (answer["ok"], answer["error"]["kind"]) == (False, "invalid_request")
     assert message in answer["error"]["message"]
+
+
+async def test_cite_over_mcp_is_listed_and_answers_with_its_output_schema(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    from tests.test_mcp_stdio import stdio_session
+
+    s = fetch_settings(settings, ca, result_ttl_s=60)  # the server's job ids carry no test token
+    async with (
+        site(ca) as served,
+        running_worker(s, list(tools(FakeResolver({})))),
+        stdio_session(s, "--report", report) as client,
+    ):
+        listed = await client.list_tools()
+        article = served.server.url("/article")
+        fetched = await client.call_tool("fetch_page", {"url": article})
+        checked = await client.call_tool("cite", {"url": article, "quote": "revenue rose 12.5 PERCENT"})
+        missing = await client.call_tool("cite", {"url": article})
+    listing = {t.name: t for t in listed.tools}
+    assert listing["cite"].model_dump(by_alias=True)["annotations"]["openWorldHint"] is False
+    assert not fetched.is_error
+    answer = checked.structured_content
+    assert answer is not None and not checked.is_error
+    jsonschema.Draft202012Validator(output_schema("cite")).validate(answer)
+    assert (answer["tool"], answer["status"], answer["report_id"]) == ("cite", "approximate", report)
+    assert answer["matched_text"] == "Revenue rose 12.5 percent"
+    assert missing.is_error and missing.structured_content["error"]["kind"] == "invalid_request"
