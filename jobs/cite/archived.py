@@ -78,12 +78,13 @@ class ArchivedReport:
         self._report = report_id
         self._max_bytes = max_bytes
         self._max_decoded = max(max_bytes, max_pdf_bytes) + DECODE_STEP
-        self._by_url: dict[str, str] | None = None
+        self._by_url: dict[str, str] = {}
+        self._pending: list[str] | None = None  # cited records not read yet, the next one last
         self._files: dict[str, list[_Response]] = {}
 
     async def body(self, url: str) -> ArchivedBody | None:
         """The document the report fetched for ``url`` (canonical), or None when not archived."""
-        record = (await self._urls()).get(url)
+        record = await self._record_for(url)
         if record is None:
             return None
         response = await self._response(record)
@@ -116,18 +117,21 @@ class ArchivedReport:
             fetched_at=response.date,
         )
 
-    async def _urls(self) -> dict[str, str]:
-        """Each URL a cited fetch asked for or went through, to the record the fetch cited."""
-        if self._by_url is None:
-            self._by_url = {}
-            for record in await index.cited(self._redis, self._report):
-                responses = await self._file(record)
-                if not responses or responses[-1].record != record:
-                    continue  # a search's answer, or a file that is gone
-                for response in responses:
-                    canonical = canonical_url(response.uri) or response.uri
-                    self._by_url.setdefault(canonical, record)
-        return self._by_url
+    async def _record_for(self, url: str) -> str | None:
+        """The record of the fetch that asked for or went through ``url``: the report's files are
+        read in the order cited, each once, only until the URL is found."""
+        if self._pending is None:
+            self._pending = list(reversed(await index.cited(self._redis, self._report)))
+        while url not in self._by_url and self._pending:
+            record = self._pending.pop()
+            responses = await self._read(record)
+            if not responses or responses[-1].record != record:
+                continue  # a search's answer, or a file that is gone
+            for response in responses:
+                self._by_url.setdefault(canonical_url(response.uri) or response.uri, record)
+            if self._by_url.get(url) == record:
+                self._files[record] = responses  # kept only when it is the one wanted: bodies are large
+        return self._by_url.get(url)
 
     async def _response(self, record: str) -> _Response | None:
         for response in await self._file(record):

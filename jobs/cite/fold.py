@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -39,8 +40,14 @@ QUOTES = frozenset(
     "\u00ab\u00bb\u2039\u203a\u300c\u300d\u301d\u301e\u301f\uff02\uff07"
 )
 _LOOSE_MARKS = str.maketrans({**dict.fromkeys(QUOTES, '"'), **dict.fromkeys(DASHES, "-")})
-# Word runs, whitespace runs, one other character: linear, and fixed (never built from a quote).
-_TOKEN = re.compile(r"(\w+)|(\s+)|(.)", re.DOTALL)
+# Runs of ASCII words joined by single spaces (most of any text, folded a run at a time: their
+# STRICT fold is themselves and their LOOSE fold their lower case, character for character), word
+# runs, whitespace runs, one other character. A run never ends where a word goes on (a word
+# character or anything not ASCII follows). Linear, and fixed: never built from a quote.
+_TOKEN = re.compile(
+    r"([A-Za-z0-9]+(?: [A-Za-z0-9]+)*(?![\w\x80-\U0010ffff]))|(\w+)|(\s+)|(.)",
+    re.DOTALL,
+)
 
 
 class Fold(Enum):
@@ -55,18 +62,17 @@ class Folded:
 
     text: str
     starts: list[int]  # where each token's folded form starts in ``text``
-    sources: list[int]  # where it starts in the original
-    ends: list[int]  # where it ends in the original
-    linear: list[bool]  # its folded form maps character for character onto the original
+    # Per token: (folded start, original start, original end, folded length).
+    tokens: list[tuple[int, int, int, int]]
 
     def original_start(self, at: int) -> int:
-        i = bisect_right(self.starts, at) - 1
-        return self.sources[i] + (at - self.starts[i]) if self.linear[i] else self.sources[i]
+        start, source, end, length = self.tokens[bisect_right(self.starts, at) - 1]
+        return source + (at - start) if length == end - source else source
 
-    def original_end(self, end: int) -> int:
-        """The original offset just past the folded character ``end - 1``."""
-        i = bisect_right(self.starts, end - 1) - 1
-        return self.sources[i] + (end - self.starts[i]) if self.linear[i] else self.ends[i]
+    def original_end(self, stop: int) -> int:
+        """The original offset just past the folded character ``stop - 1``."""
+        start, source, end, length = self.tokens[bisect_right(self.starts, stop - 1) - 1]
+        return source + (stop - start) if length == end - source else end
 
 
 def _is_mark(ch: str) -> bool:
@@ -74,22 +80,30 @@ def _is_mark(ch: str) -> bool:
 
 
 def _invisible(ch: str) -> bool:
+    if ch < "\x7f":
+        return ch < " "  # ASCII: only control characters (whitespace is never "other")
     return ch in SOFT_HYPHENS or unicodedata.category(ch) in ("Cf", "Cc")
 
 
-def _tokens(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) with kind "w", "s" or "p"; combining marks stay with what they mark."""
-    out: list[tuple[int, int, str]] = []
+_KINDS = (None, "r", "w", "s", "p")
+
+
+def _tokens(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, kind) with kind "r" (a run of ASCII words), "w", "s" or "p"; combining marks
+    stay with what they mark, and a word a mark interrupted goes on."""
+    held: tuple[int, int, str] | None = None
     for m in _TOKEN.finditer(text):
-        kind = "w" if m.group(1) is not None else "s" if m.group(2) is not None else "p"
+        kind = _KINDS[m.lastindex or 4] or "p"
         start, end = m.span()
-        if out and out[-1][2] != "s":
-            last = out[-1]
-            if (kind == "p" and _is_mark(text[start])) or (kind == "w" and last[2] == "w"):
-                out[-1] = (last[0], end, last[2])  # a mark, or the word it interrupted, goes on
-                continue
-        out.append((start, end, kind))
-    return out
+        mark = kind == "p" and text[start] >= "\x80" and _is_mark(text[start])
+        if held is not None and ((mark and held[2] in ("w", "p")) or (kind == "w" and held[2] == "w")):
+            held = (held[0], end, held[2])
+            continue
+        if held is not None:
+            yield held
+        held = (start, end, kind)
+    if held is not None:
+        yield held
 
 
 def _word_key(token: str, fold: Fold) -> str:
@@ -110,34 +124,12 @@ def _other_key(token: str, fold: Fold) -> str:
     return "".join(unicodedata.normalize("NFKC", token).casefold().translate(_LOOSE_MARKS).split())
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.size = 0
-        self.starts: list[int] = []
-        self.sources: list[int] = []
-        self.ends: list[int] = []
-        self.linear: list[bool] = []
-
-    def emit(self, sep: str, key: str, start: int, end: int) -> None:
-        if sep:
-            self.parts.append(sep)
-            self.size += len(sep)
-        self.parts.append(key)
-        self.starts.append(self.size)
-        self.sources.append(start)
-        self.ends.append(end)
-        self.linear.append(len(key) == end - start)
-        self.size += len(key)
-
-    def folded(self) -> Folded:
-        return Folded("".join(self.parts), self.starts, self.sources, self.ends, self.linear)
-
-
 def fold(text: str, how: Fold) -> Folded:
     """``text`` folded as ``how`` says, in one pass (linear in its length)."""
     loose = how is Fold.LOOSE
-    out = _Writer()
+    parts: list[str] = []
+    tokens: list[tuple[int, int, int, int]] = []
+    size = 0
     last: str | None = None  # "w" or "p": the kind of the last token written
     space = False  # whitespace since it
     newline = False  # a line break in that whitespace
@@ -145,12 +137,14 @@ def fold(text: str, how: Fold) -> Folded:
     hyphen: tuple[int, int, bool] | None = None  # LOOSE: a dash held after a word (start, end, shown)
 
     def flush_hyphen() -> None:
-        nonlocal hyphen, last
+        nonlocal hyphen, last, size
         if hyphen is not None:
             start, end, shown = hyphen
             hyphen = None
             if shown:
-                out.emit(" ", "-", start, end)
+                parts.append(" -")
+                tokens.append((size + 1, start, end, 1))
+                size += 2
                 last = "p"
 
     for start, end, kind in _tokens(text):
@@ -169,7 +163,10 @@ def fold(text: str, how: Fold) -> Folded:
         if held and last == "w" and not space and alpha_end:
             hyphen = (start, end, True)
             continue
-        key = _word_key(token, how) if kind == "w" else _other_key(token, how)
+        if kind == "r":
+            kind, key = "w", token.lower() if loose else token
+        else:
+            key = _word_key(token, how) if kind == "w" else _other_key(token, how)
         if not key:
             continue
         if hyphen is not None and kind == "w" and key[0].isalpha() and (not space or newline):
@@ -178,11 +175,16 @@ def fold(text: str, how: Fold) -> Folded:
         else:
             flush_hyphen()
             sep = _separator(last, kind, space, loose)
-        out.emit(sep, key, start, end)
+        if sep:
+            parts.append(sep)
+            size += 1
+        parts.append(key)
+        tokens.append((size, start, end, len(key)))
+        size += len(key)
         last, space, newline = kind, False, False
         alpha_end = kind == "w" and key[-1].isalpha()
     flush_hyphen()
-    return out.folded()
+    return Folded("".join(parts), [token[0] for token in tokens], tokens)
 
 
 def _separator(last: str | None, kind: str, space: bool, loose: bool) -> str:
