@@ -65,7 +65,7 @@ async def verify(run: Run, report_id: str, citations: Sequence[object]) -> JsonO
         if not isinstance(found, list) or len(found) != len(batch):
             raise ValueError("a verify job answered with another number of citations than it was given")
         for n, citation in zip(batch, found, strict=True):
-            checked[n] = citation
+            checked[n] = citation if isinstance(citation, dict) else {"status": "not_found"}
     done = [c for c in checked if c is not None]
     counts = {status: sum(1 for c in done if c.get("status") == status) for status in STATUSES}
     return {"report_id": report_id, "checked": len(done), **counts, "citations": list(done)}
@@ -75,7 +75,7 @@ class DossierError(ValueError):
     """The dossier file cannot be read, or is not a JSON list of {url, quote} objects."""
 
 
-def read_dossier(path: str) -> list[object]:
+def read_dossier(path: str) -> list[dict[str, Any]]:
     """The dossier's citations, from a file or ``-`` (stdin); their fields are checked by the jobs."""
     try:
         if path == "-":
@@ -105,7 +105,9 @@ def read_dossier(path: str) -> list[object]:
 
 def verdict(result: JsonObject, say: Callable[[str], None]) -> bool:
     """True when every citation is verified or approximate; else says how many are not."""
-    failing = int(result.get("not_found") or 0) + int(result.get("not_fetched") or 0)
+    citations = result.get("citations")
+    shown = citations if isinstance(citations, list) else []
+    failing = sum(1 for c in shown if not (isinstance(c, dict) and c.get("status") in STATUSES[:2]))
     if failing:
         checked = result.get("checked")
         say(f"{failing} of {checked} citations are not on the pages they cite, or were never fetched")
