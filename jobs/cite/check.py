@@ -87,13 +87,20 @@ class Checker:
         if isinstance(texts, Unavailable):
             return {**shown, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
         best: tuple[Found, Source] | None = None
-        for source in texts:
+        read = 0
+        while read < len(texts.made) or await texts.more():
+            if read == len(texts.made):
+                continue  # a reduction that gave nothing: on to the next
+            source = texts.made[read]
+            read += 1
             found = await self._offload(len(source.text), self._matcher(source, quote))
             if found.status is Status.VERIFIED:
                 best = (found, source)
                 break
             if found.status is Status.APPROXIMATE and best is None:
                 best = (found, source)
+        if best is None and not texts.made:
+            return {**shown, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
         if best is None:
             return {**shown, "status": Status.NOT_FOUND.value}
         return {**shown, **described(*best)}

@@ -8,6 +8,7 @@ documents are in Redis, the archive in its store.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,28 @@ class Source:
     origin: str  # KEPT or ARCHIVE
 
 
+class Texts:
+    """A URL's texts, read as they are needed: the kept ones at once, an archived record's
+    reductions one extract mode at a time (a quote verified in the first is not read again)."""
+
+    def __init__(self, made: list[Source], steps: list[Callable[[], Awaitable[list[Source]]]]) -> None:
+        self.made = made
+        self._steps = steps
+
+    async def more(self) -> bool:
+        """Read the next reduction into ``made``; False when there is none left."""
+        if not self._steps:
+            return False
+        self.made.extend(await self._steps.pop(0)())
+        return True
+
+    def then(self, step: Callable[[], Awaitable[list[Source]]]) -> None:
+        self._steps.append(step)
+
+    def stop(self) -> None:
+        self._steps.clear()
+
+
 class Unavailable:
     """The report read the URL, but its text is no longer kept and no archived record holds it."""
 
@@ -66,15 +89,15 @@ class ReportTexts:
         self._report = report_id
         self._cpu_budget_s = cpu_budget_s
         self._until = until
-        self._texts: dict[str, list[Source] | Unavailable | None] = {}
+        self._texts: dict[str, Texts | Unavailable | None] = {}
 
-    async def texts(self, url: str) -> list[Source] | Unavailable | None:
+    async def texts(self, url: str) -> Texts | Unavailable | None:
         """The texts the report read for ``url`` (canonical); UNAVAILABLE; None: never fetched."""
         if url not in self._texts:
             self._texts[url] = await self._read(url)
         return self._texts[url]
 
-    async def _read(self, url: str) -> list[Source] | Unavailable | None:
+    async def _read(self, url: str) -> Texts | Unavailable | None:
         found: list[Source] = []
         gone = False
         for extract in EXTRACT_MODES:
@@ -86,13 +109,14 @@ class ReportTexts:
                 gone = gone or texts is None
                 found.extend(texts or [])
         if found:
-            return found
+            return Texts(found, [])
         body = await self._archived.body(url) if self._archived is not None else None
         if body is not None:
-            reduced = await self._reduced(body)
-            if reduced:
-                return reduced
-        return UNAVAILABLE if gone or body is not None else None
+            lazy = Texts([], [])
+            for extract in EXTRACT_MODES:
+                lazy.then(self._reduction(body, extract, lazy))
+            return lazy
+        return UNAVAILABLE if gone else None
 
     async def _kept(self, kept: Kept, extract: str) -> list[Source] | None:
         sources = []
@@ -117,10 +141,12 @@ class ReportTexts:
             )
         return sources
 
-    async def _reduced(self, body: ArchivedBody) -> list[Source]:
-        """The archived body read again as the fetch read it, in each extract mode and format."""
-        sources: list[Source] = []
-        for extract in EXTRACT_MODES:
+    def _reduction(
+        self, body: ArchivedBody, extract: str, texts: Texts
+    ) -> Callable[[], Awaitable[list[Source]]]:
+        """The archived body read again as the fetch read it, in ``extract`` mode, both formats."""
+
+        async def read() -> list[Source]:
             try:
                 document = await build_document(
                     body.body,
@@ -135,23 +161,25 @@ class ReportTexts:
                     content_language=body.content_language,
                 )
             except UnsupportedContentType:
-                return sources
-            for name, text in (await _both_formats(document, self._cpu_budget_s)).items():
-                sources.append(
-                    Source(
-                        text=text,
-                        format=name,
-                        extract=extract,
-                        page_offsets=_offsets(document, name, len(text)),
-                        sha256=body.sha256,
-                        archive_record=body.record,
-                        fetched_at=body.fetched_at,
-                        origin=ARCHIVE,
-                    )
-                )
+                texts.stop()
+                return []
             if document.pages is not None:
-                break  # a PDF has no extract modes: one reading is all of it
-        return sources
+                texts.stop()  # a PDF has no extract modes: one reading is all of it
+            return [
+                Source(
+                    text=text,
+                    format=name,
+                    extract=extract,
+                    page_offsets=_offsets(document, name, len(text)),
+                    sha256=body.sha256,
+                    archive_record=body.record,
+                    fetched_at=body.fetched_at,
+                    origin=ARCHIVE,
+                )
+                for name, text in (await _both_formats(document, self._cpu_budget_s)).items()
+            ]
+
+        return read
 
 
 async def _both_formats(document: Document, cpu_budget_s: float) -> dict[str, str]:
