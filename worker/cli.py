@@ -714,8 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify = command(
         "verify",
         "check a dossier's quotes against what a report fetched; print one JSON object (docs/citations.md)",
-        '  research-worker verify r-1 dossier.json\n  echo \'[{"url": "https://example.org/", '
-        '"quote": "Example Domain"}]\' | research-worker verify r-1 -',
+        "  research-worker verify r-1 dossier.json\n  research-worker verify r-1 - --wait 300",
         cmd_verify,
     )
     verify.add_argument("report_id", metavar="REPORT", help="the report whose fetches the quotes cite")
