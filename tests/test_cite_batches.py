@@ -61,3 +61,23 @@ def test_a_failed_batch_is_the_answer() -> None:
 
     answer = asyncio.run(verify(run, "r-1", [{"url": "https://e.org/", "quote": "q"}]))
     assert answer["error"]["kind"] == "timeout"
+
+
+@settings(max_examples=50, deadline=None)
+@given(DOSSIER, st.integers(1, 7))
+def test_citations_a_job_left_unchecked_go_out_again_until_all_are(
+    dossier: list[dict[str, str]], per_job: int
+) -> None:
+    rounds: list[int] = []
+
+    async def run(function: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        # A job short of time: it checks its first few citations and says how many it left.
+        given = kwargs["citations"]
+        rounds.append(len(given))
+        found = [{**c, "status": "approximate"} for c in given[:per_job]]
+        return {"ok": True, "tool": function, "citations": found, "unchecked": len(given) - len(found)}
+
+    answer = asyncio.run(verify(run, "r-1", dossier))
+    assert [{"url": c["url"], "quote": c["quote"]} for c in answer["citations"]] == dossier
+    assert answer["approximate"] == answer["checked"] == len(dossier)
+    assert sum(min(n, per_job) for n in rounds) == len(dossier)  # each citation checked once

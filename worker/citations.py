@@ -48,24 +48,34 @@ def batches(citations: Sequence[object]) -> list[list[int]]:
 
 
 async def verify(run: Run, report_id: str, citations: Sequence[object]) -> JsonObject:
-    """The contract's verify object; a batch's error result (its job failed) when one failed."""
-    plan = batches(citations)
-    results = await asyncio.gather(
-        *(
-            run(VERIFY_CITATIONS, {"report_id": report_id, "citations": [citations[n] for n in batch]})
-            for batch in plan
-        )
-    )
-    for result in results:
-        if not result.get("ok"):
-            return result
+    """The contract's verify object; a batch's error result (its job failed) when one failed.
+
+    A job near its deadline answers with the citations it checked (the first ones it was given);
+    the rest go out again in new jobs, for as long as each round checks some."""
     checked: list[JsonObject | None] = [None] * len(citations)
-    for batch, result in zip(plan, results, strict=True):
-        found = result.get("citations")
-        if not isinstance(found, list) or len(found) != len(batch):
-            raise ValueError("a verify job answered with another number of citations than it was given")
-        for n, citation in zip(batch, found, strict=True):
-            checked[n] = citation if isinstance(citation, dict) else {"status": "not_found"}
+    pending = list(range(len(citations)))
+    while True:
+        plan = [[pending[i] for i in batch] for batch in batches([citations[n] for n in pending])]
+        results = await asyncio.gather(
+            *(
+                run(VERIFY_CITATIONS, {"report_id": report_id, "citations": [citations[n] for n in batch]})
+                for batch in plan
+            )
+        )
+        for result in results:
+            if not result.get("ok"):
+                return result
+        left: list[int] = []
+        for batch, result in zip(plan, results, strict=True):
+            found = result.get("citations")
+            if not isinstance(found, list) or not (found or not batch) or len(found) > len(batch):
+                raise ValueError("a verify job answered with citations it was not given")
+            for n, citation in zip(batch, found, strict=False):
+                checked[n] = citation if isinstance(citation, dict) else {"status": "not_found"}
+            left.extend(batch[len(found) :])
+        if not left:
+            break
+        pending = left
     done = [c for c in checked if c is not None]
     counts = {status: sum(1 for c in done if c.get("status") == status) for status in STATUSES}
     return {"report_id": report_id, "checked": len(done), **counts, "citations": list(done)}
