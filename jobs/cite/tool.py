@@ -29,6 +29,7 @@ from worker.limits import CITE, VERIFY_CITATIONS
 from worker.runtime.context import JobContext, Runtime
 from worker.state.pages.documents import KeptDocuments
 from worker.state.redis_conn import connect
+from worker.serialization import JsonObject
 from worker.state.result_records import About, OtherFields
 
 
@@ -123,7 +124,7 @@ class VerifyTool(_Verifying):
         # Room for one more document read again from the archive, at worst: a job that would run
         # past its deadline answers with what it checked, and the client sends the rest again.
         margin = 2 * job.settings.reduce_cpu_budget_s + 1.0
-        checked = []
+        checked: list[JsonObject] = []
         for url, quote in citations:
             if checked and loop.time() > job.deadline - margin:
                 break
