@@ -27,9 +27,9 @@ from worker.config import Settings
 from worker.guardian.urls import canonical_url
 from worker.limits import CITE, VERIFY_CITATIONS
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JsonObject
 from worker.state.pages.documents import KeptDocuments
 from worker.state.redis_conn import connect
-from worker.serialization import JsonObject
 from worker.state.result_records import About, OtherFields
 
 
