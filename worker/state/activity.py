@@ -85,6 +85,9 @@ class JobRun:
     worker_id: str
     job_try: int | None = None
     queue_wait_ms: float | None = None
+    # ``[name, start, duration]`` per measured phase, milliseconds from the job's start
+    # (worker.tracing.phases): the job page's breakdown, from the measurements spans are made of.
+    phases: list[list[str | float]] | None = None
 
 
 class Line(TypedDict):
@@ -104,6 +107,7 @@ class Line(TypedDict):
     queue_wait_ms: float | None
     worker_id: str | None
     tries: int | None
+    phases: list[list[str | float]] | None
 
 
 def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
@@ -129,6 +133,7 @@ def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | Non
         "queue_wait_ms": round(run.queue_wait_ms, 1) if run and run.queue_wait_ms is not None else None,
         "worker_id": run.worker_id if run else None,
         "tries": run.job_try if run else None,
+        "phases": run.phases if run else None,
     }
 
 
