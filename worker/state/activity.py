@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -107,11 +107,18 @@ class Line(TypedDict):
     queue_wait_ms: float | None
     worker_id: str | None
     tries: int | None
-    phases: list[list[str | float]] | None
+    phases: NotRequired[list[list[str | float]]]  # only when the worker measured some
 
 
 def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
     """Never page text: a preview of the target (URL or query) and of the worker's error message."""
+    made = _line(result, outcome, duration_ms, run, at)
+    if run is not None and run.phases:
+        made["phases"] = run.phases
+    return made
+
+
+def _line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
     target = result.get("url") or result.get("query") or ""
     error = result.get("error")
     message = error.get("message") if isinstance(error, dict) else None
@@ -133,7 +140,6 @@ def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | Non
         "queue_wait_ms": round(run.queue_wait_ms, 1) if run and run.queue_wait_ms is not None else None,
         "worker_id": run.worker_id if run else None,
         "tries": run.job_try if run else None,
-        "phases": run.phases if run else None,
     }
 
 
