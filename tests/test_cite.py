@@ -344,6 +344,7 @@ def _run_cli_stdin(text: str, report: str, env: dict[str, str]) -> Any:
         ([{"url": "https://example.org/"}], "citation 0: quote must be a non-empty string"),
         ([{"url": "https://example.org/", "quote": "x", "page": 2}], "takes only url and quote"),
         ([{"url": "https://example.org/", "quote": "x" * 10_001}], "longer than 10,000"),
+        ([{"url": "https://example.org/", "quote": "a ... " * 21 + "b"}], "more than 20 parts"),
     ],
 )
 async def test_a_bad_dossier_is_an_invalid_request(

@@ -8,7 +8,7 @@ from bisect import bisect_right
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jobs.cite.matcher import Document, Found, Status
+from jobs.cite.matcher import Document, Found, Status, parts_of
 from jobs.cite.sources import ReportTexts, Source, Unavailable
 from worker.errors import InvalidRequest
 from worker.guardian.urls import canonical_url
@@ -18,6 +18,8 @@ from worker.serialization import JsonObject
 CONTEXT_CHARS = 200
 MAX_QUOTE_CHARS = 10_000
 MAX_CITATIONS = 1_000
+# Parts of an elided quote: bounds what one citation's matched_text may span (each gap 2,000).
+MAX_PARTS = 20
 # A verify job's quotes together: far above any dossier, far below what would stall a worker.
 MAX_TOTAL_QUOTE_CHARS = 1_000_000
 GONE_NOTE = "the report read this URL, but its text is no longer kept and no archived record holds it"
@@ -56,6 +58,8 @@ def check_quote(quote: object, where: str = "") -> str:
         raise InvalidRequest(f"{where}quote is longer than {MAX_QUOTE_CHARS:,} characters")
     if "\0" in quote:
         raise InvalidRequest(f"{where}quote must not contain a NUL character")
+    if len(parts_of(quote)) > MAX_PARTS:
+        raise InvalidRequest(f"{where}quote has more than {MAX_PARTS} parts between ellipses")
     return quote
 
 
