@@ -124,13 +124,11 @@ class ArchivedReport:
             self._pending = list(reversed(await index.cited(self._redis, self._report)))
         while url not in self._by_url and self._pending:
             record = self._pending.pop()
-            responses = await self._read(record)
+            responses = await self._read(record, payloads=False)  # the one wanted is read again whole
             if not responses or responses[-1].record != record:
                 continue  # a search's answer, or a file that is gone
             for response in responses:
                 self._by_url.setdefault(canonical_url(response.uri) or response.uri, record)
-            if self._by_url.get(url) == record:
-                self._files[record] = responses  # kept only when it is the one wanted: bodies are large
         return self._by_url.get(url)
 
     async def _response(self, record: str) -> _Response | None:
@@ -144,14 +142,14 @@ class ArchivedReport:
             self._files[record] = await self._read(record)
         return self._files[record]
 
-    async def _read(self, record: str) -> list[_Response]:
+    async def _read(self, record: str, *, payloads: bool = True) -> list[_Response]:
         try:
             data = b"".join([chunk async for chunk in self._store.stream(file_key(record))])
         except StoreFailed as failed:
             log.info("an archived record's file is gone", extra=fields(record=record, reason=failed.reason))
             return []
         try:
-            return _responses(data)
+            return _responses(data, payloads)
         except (ArchiveLoadFailed, ValueError, zlib.error, EOFError) as exc:
             log.warning(
                 "an archived file could not be read", extra=fields(record=record, error=type(exc).__name__)
@@ -159,7 +157,7 @@ class ArchivedReport:
             return []
 
 
-def _responses(data: bytes) -> list[_Response]:
+def _responses(data: bytes, payloads: bool) -> list[_Response]:
     found: list[_Response] = []
     for record in ArchiveIterator(io.BytesIO(data)):
         if record.rec_type not in ("response", "revisit"):
@@ -176,7 +174,7 @@ def _responses(data: bytes) -> list[_Response]:
                 refers_to=parse_record_id(str(refers).strip("<>")) if refers else None,
                 date=_second(str(headers.get_header("WARC-Date") or "")),
                 http=record.http_headers,
-                payload=record.raw_stream.read() if record.rec_type == "response" else None,
+                payload=record.raw_stream.read() if payloads and record.rec_type == "response" else None,
                 truncated=bool(headers.get_header("WARC-Truncated")),
             )
         )
