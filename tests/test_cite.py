@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gzip
 import json
 import re
 import socket
@@ -21,6 +22,7 @@ import pytest
 from aiohttp import web
 
 from jobs.output_schemas import output_schema
+from tests.support.archive import read_records
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.pdfs import Page, Text, build_pdf
@@ -28,6 +30,7 @@ from tests.support.processes import settings_env
 from tests.support.run_cli import run_cli
 from tests.support.tls import TestCA, TlsServer, serve
 from tests.support.workers import running_worker
+from worker.archive.ids import file_key
 from worker.client import ResearchClient
 from worker.config import ArchiveDirectory, Settings
 from worker.limits import EXTRACT_MODES
@@ -74,15 +77,20 @@ class Served:
 async def site(ca: TestCA) -> AsyncIterator[Served]:
     hits: list[str] = []
 
-    def answer(body: bytes, content_type: str) -> Any:
+    def answer(body: bytes, content_type: str, *, gzipped: bool = False) -> Any:
         async def handler(request: web.Request) -> web.Response:
             hits.append(request.path)
+            if gzipped:  # archived as it came: the archive path must undo the coding as the fetch did
+                return web.Response(
+                    body=gzip.compress(body),
+                    headers={"Content-Type": content_type, "Content-Encoding": "gzip"},
+                )
             return web.Response(body=body, content_type=content_type)
 
         return handler
 
     routes = {
-        "/article": answer(ARTICLE, "text/html"),
+        "/article": answer(ARTICLE, "text/html", gzipped=True),
         "/filing.pdf": answer(PDF, "application/pdf"),
         "/never": answer(ARTICLE, "text/html"),
     }
@@ -234,6 +242,22 @@ async def test_a_dossier_is_checked_from_kept_documents_then_from_the_archive_al
         first = archived["citations"][0]
         assert first["archive_record"] == fetched[article]["archive_record"]
         assert first["sha256"] == fetched[article]["sha256"]
+
+        # Another report fetched the PDF again: its record is a revisit of the first (the same
+        # payload, stored once), and its citations read the original's payload.
+        other = f"{report}-again"
+        again = await client.fetch(other, filing, format="text", fresh=True)
+        assert again["ok"] and again["archive_record"] != fetched[filing]["archive_record"]
+        stored = (tmp_path / "archive" / file_key(again["archive_record"])).read_bytes()
+        assert next(r.type for r in read_records(stored)) == "revisit"
+        for extract in EXTRACT_MODES:
+            digest = await redis.get(keys.document_note(other, extract, filing))
+            if digest is not None:
+                await redis.delete(keys.document(digest.decode()))
+        pdf_cases = [c for c in cases if c.url == filing]
+        revisited = await client.verify(other, [{"url": c.url, "quote": c.quote} for c in pdf_cases])
+        judge(pdf_cases, revisited, "archive")
+        assert {c.get("archive_record") for c in revisited["citations"]} - {None} == {again["archive_record"]}
 
 
 def _without_last(answer: dict[str, Any]) -> dict[str, Any]:
