@@ -85,7 +85,7 @@ class DossierError(ValueError):
     """The dossier file cannot be read, or is not a JSON list of {url, quote} objects."""
 
 
-def read_dossier(path: str) -> list[dict[str, Any]]:
+def read_dossier(path: str) -> list[JsonObject]:
     """The dossier's citations, from a file or ``-`` (stdin); their fields are checked by the jobs."""
     try:
         if path == "-":

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from jobs.cite.matcher import Document, Found, Status, parts_of
 from jobs.cite.sources import ReportTexts, Source, Unavailable
@@ -114,10 +113,10 @@ class Checker:
         return lambda: document.match(quote)
 
 
-def described(found: Found, source: Source) -> dict[str, Any]:
+def described(found: Found, source: Source) -> JsonObject:
     """A match as the citation shows it: where, on which page, what it matched, and the evidence."""
     text = source.text
-    shown: dict[str, Any] = {
+    shown: JsonObject = {
         "status": found.status.value,
         "offset": found.start,
         "length": found.end - found.start,
