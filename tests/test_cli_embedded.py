@@ -43,7 +43,7 @@ def runtime_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def nothing_at_the_default(monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"redis://127.0.0.1:{free_port()}/0"
-    monkeypatch.setattr(config, "DEFAULT_REDIS_URL", url)
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", url)
     return url
 
 
@@ -149,7 +149,7 @@ def test_run_finds_redis_url_or_the_default_before_starting_its_own(
 ) -> None:
     with redis_for_worker("redis://configured:6379/0", str(runtime_dir)) as found:
         assert found.source is Origin.REDIS_URL
-    monkeypatch.setattr(config, "DEFAULT_REDIS_URL", redis_url)
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", redis_url)
     with redis_for_worker(None, str(runtime_dir)) as found:
         assert found == embedded.Located(redis_url, Origin.DEFAULT)
     assert not StateFile(str(runtime_dir)).path.exists()

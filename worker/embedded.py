@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from worker import config
+from worker.config import values as defaults
 from worker.logs import fields
 
 log = logging.getLogger("research.embedded")
@@ -75,7 +75,7 @@ class Located:
         if self.source is Origin.EMBEDDED and self.started:
             return (
                 "embedded: started by this worker, since REDIS_URL is unset and nothing answers at "
-                f"{config.DEFAULT_REDIS_URL}"
+                f"{defaults.DEFAULT_REDIS_URL}"
             )
         if self.source is Origin.EMBEDDED:
             return "embedded: the one another `research-worker run` on this machine started"
@@ -89,7 +89,7 @@ def locate(redis_url: str | None, runtime_dir: str | None) -> Located:
     running = StateFile(runtime_dir).live_url()
     if running is not None:
         return Located(running, Origin.EMBEDDED)
-    return Located(config.DEFAULT_REDIS_URL, Origin.DEFAULT)
+    return Located(defaults.DEFAULT_REDIS_URL, Origin.DEFAULT)
 
 
 @contextlib.contextmanager
@@ -117,7 +117,7 @@ def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator
         return
     log.info(
         "no REDIS_URL and nothing answers at the default address: started an embedded Redis",
-        extra=fields(redis_url=embedded.url, default=config.DEFAULT_REDIS_URL, state_file=str(state.path)),
+        extra=fields(redis_url=embedded.url, default=defaults.DEFAULT_REDIS_URL, state_file=str(state.path)),
     )
     try:
         yield Located(embedded.url, Origin.EMBEDDED, started=True)
@@ -235,7 +235,7 @@ def redis_answers(url: str | None = None, timeout_s: float = PING_TIMEOUT_S) -> 
 
     A server that wants a password (``-NOAUTH``) answers too: it is there.
     """
-    parts = urlsplit(url or config.DEFAULT_REDIS_URL)
+    parts = urlsplit(url or defaults.DEFAULT_REDIS_URL)
     try:
         if parts.scheme == "unix":
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
