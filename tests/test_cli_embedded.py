@@ -28,7 +28,7 @@ from tests.support.redis_process import free_port
 from tests.support.run_cli import run_cli
 from tests.support.run_cli_site import DEFAULT_REDIS_VARIABLE
 from tests.support.tls import TestCA, serve
-from worker import cli, config, embedded
+from worker import cli, config, embedded, logs
 from worker.cli import Exit
 from worker.embedded import EmbeddedRedis, Origin, StateFile, locate, redis_for_worker
 
@@ -254,7 +254,7 @@ def test_with_no_redis_server_to_start_run_says_what_to_do_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(embedded, "find_redis_server", lambda: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(logs, "configure", lambda *args, **kwargs: None)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
     code = cli.main(["run", "--burst"])

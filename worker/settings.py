@@ -19,13 +19,11 @@ import dataclasses
 import functools
 import logging
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import click
 from aiohttp.abc import AbstractResolver
 
-from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
@@ -36,25 +34,8 @@ from worker.runtime.worker import ResearchWorker
 from worker.serialization import dumps, loads
 from worker.state import health
 from worker.state.redis_conn import redis_settings as arq_redis_settings
-from worker.state.result_records import About
 
-__all__ = [
-    "FETCH_PAGE",
-    "WEB_SEARCH",
-    "ToolFormat",
-    "about_of",
-    "build_worker",
-    "formatted",
-    "render_tools",
-    "render_worker_settings",
-    "tool_definitions",
-    "tools",
-]
-
-# The tools' job names, from the tools themselves: the client and the command line name jobs with
-# these.
-FETCH_PAGE: str = FetchPageTool.name
-WEB_SEARCH: str = WebSearchTool.name
+__all__ = ["build_worker", "render_tools", "render_worker_settings", "tools"]
 
 EXIT_CONFIGURATION = 2
 
@@ -64,18 +45,6 @@ def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
     production uses the system's."""
     archive = SharedArchive()
     return (WebSearchTool(archive), FetchPageTool(resolver, archive))
-
-
-@functools.cache
-def _tools_by_name() -> dict[str, ToolJob]:
-    return {tool.name: tool for tool in tools()}
-
-
-def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
-    """What a job is about, as its own tool says in its results (for results the client writes
-    itself: a refused or timed-out call still names its URL or query)."""
-    tool = _tools_by_name().get(function)
-    return tool.about(arguments) if tool is not None else None
 
 
 def build_worker(settings: Settings, *, burst: bool = False, render: bool = False) -> ResearchWorker:

@@ -1,6 +1,6 @@
 """Settings: one frozen object built once from the environment at start-up and passed down.
 
-No other module reads ``os.environ``. A bad value raises ``ConfigError`` with one line that names
+No module outside this package reads the environment. A bad value raises ``ConfigError`` with one line that names
 the variable, so a misconfigured replica stops at start-up instead of failing jobs later.
 
 The package: ``values`` (kinds, defaults, bounds), ``env`` (the reader), ``validators`` (one raw value

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from worker.config import values
+import worker.config.values as defaults
 from worker.config.values import (
     SEARCH_ENGINES,
     SEARCH_MODEL_ALLOW_LIST,
@@ -159,6 +159,6 @@ def redis_url(raw: str) -> str:
 
 def redis_target(url: str | None) -> RedisTarget:
     try:
-        return parse_redis_url(url or values.DEFAULT_REDIS_URL)
+        return parse_redis_url(url or defaults.DEFAULT_REDIS_URL)
     except ValueError as exc:  # settings built in code (the client's arguments) skip read()
         raise ConfigError(f"REDIS_URL: {exc}") from None
