@@ -101,11 +101,6 @@ class _Item:
     search: Mapping[str, Any] | None = None
     at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
-    @property
-    def cite_only(self) -> bool:
-        return self.capture is None and self.search is None
-
-
 class Archive:
     """One worker's archive writer. ``store`` None: the archive is off, and every receipt is empty."""
 

@@ -1,7 +1,8 @@
 """Settings: one frozen object built once from the environment at start-up and passed down.
 
-No module outside this package reads the environment. A bad value raises ``ConfigError`` with one line that names
-the variable, so a misconfigured replica stops at start-up instead of failing jobs later.
+No module outside this package reads the environment. A bad value raises ``ConfigError`` with one
+line that names the variable, so a misconfigured replica stops at start-up instead of failing jobs
+later.
 
 The package: ``values`` (kinds, defaults, bounds), ``env`` (the reader), ``validators`` (one raw value
 each), ``files`` (what the settings read from disk), ``record`` (``Settings``, ``ClientSettings``).
