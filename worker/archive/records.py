@@ -191,4 +191,3 @@ def _write(out: io.BytesIO, record: Any) -> None:
     compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     out.write(compressor.compress(plain.getbuffer()))
     out.write(compressor.flush())
-

@@ -101,6 +101,7 @@ class _Item:
     search: Mapping[str, Any] | None = None
     at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
+
 class Archive:
     """One worker's archive writer. ``store`` None: the archive is off, and every receipt is empty."""
 

@@ -362,6 +362,7 @@ class Claimer:
         )
         return _claims(flat, sent_at, lease)
 
+
 def _claims(flat: Any, sent_at: float, lease: str) -> list[Claimed | bytes]:
     rows = list(flat)
     return [_claimed(rows[i : i + CLAIM_FIELDS], sent_at, lease) for i in range(0, len(rows), CLAIM_FIELDS)]
