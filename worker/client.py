@@ -284,10 +284,10 @@ class ResearchClient:
         name: object,
         arguments: object,
         *,
+        shape: Literal["anthropic"],
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-        shape: Literal["anthropic"],
     ) -> list[dict[str, Any]]: ...
 
     @overload

@@ -8,16 +8,10 @@ The package: ``values`` (kinds, defaults, bounds), ``env`` (the reader), ``valid
 each), ``files`` (what the settings read from disk), ``record`` (``Settings``, ``ClientSettings``).
 """
 
-from worker.config.env import Env, NumberBounds, shown_number
-from worker.config.files import default_archive, load_org_keys
+from worker.config.env import NumberBounds
+from worker.config.files import load_org_keys
 from worker.config.record import ClientSettings, Settings, default_worker_id, numeric_settings
 from worker.config.values import (
-    DEFAULT_BASE_URL,
-    DEFAULT_REDIS_URL,
-    DEFAULT_SEARCH_MODEL,
-    DEFAULT_USER_AGENT,
-    SEARCH_ENGINES,
-    SEARCH_MODEL_ALLOW_LIST,
     ArchiveBucket,
     ArchiveDirectory,
     ArchiveTarget,
@@ -30,28 +24,19 @@ from worker.config.values import (
 from worker.redact import redact_url
 
 __all__ = [
-    "DEFAULT_BASE_URL",
-    "DEFAULT_REDIS_URL",
-    "DEFAULT_SEARCH_MODEL",
-    "DEFAULT_USER_AGENT",
-    "SEARCH_ENGINES",
-    "SEARCH_MODEL_ALLOW_LIST",
     "ArchiveBucket",
     "ArchiveDirectory",
     "ArchiveTarget",
     "ClientSettings",
     "ConfigError",
-    "Env",
     "LogFormat",
     "NumberBounds",
     "RenderMode",
     "SearchProvider",
     "Secret",
     "Settings",
-    "default_archive",
     "default_worker_id",
     "load_org_keys",
     "numeric_settings",
     "redact_url",
-    "shown_number",
 ]

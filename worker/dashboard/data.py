@@ -251,7 +251,7 @@ def _fingerprint_fields(info: Mapping[str, Any]) -> dict[str, Any]:
 
 async def read_in_progress(redis: ArqRedis, settings: Settings, now: float) -> tuple[list[JobRow], bool]:
     """Jobs of this queue that a worker has claimed: arq keeps them in the queue until they finish."""
-    names, complete = await scan_keys(redis, keys.ARQ_IN_PROGRESS + "*", MAX_CANDIDATES)
+    names, complete = await scan_keys(redis, keys.arq_in_progress_pattern(), MAX_CANDIDATES)
     job_ids = [name.removeprefix(keys.ARQ_IN_PROGRESS) for name in names]
     if not job_ids:
         return [], complete

@@ -32,6 +32,11 @@ def arq_in_progress(job_id: str) -> str:
     return ARQ_IN_PROGRESS + job_id
 
 
+def arq_in_progress_pattern() -> str:
+    """Every running job's claim (arq's job ids hold no glob characters)."""
+    return ARQ_IN_PROGRESS + "*"
+
+
 def arq_retry(job_id: str) -> str:
     """arq's try counter of a job."""
     return ARQ_RETRY + job_id

@@ -136,10 +136,10 @@ class Finish:
 
     def keys(self) -> list[str]:
         return [
-            keys.arq_in_progress(self).job_id,
-            keys.arq_job(self).job_id,
-            keys.arq_retry(self).job_id,
-            keys.arq_result(self).job_id,
+            keys.arq_in_progress(self.job_id),
+            keys.arq_job(self.job_id),
+            keys.arq_retry(self.job_id),
+            keys.arq_result(self.job_id),
             self.queue_name,
         ]
 
