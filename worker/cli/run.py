@@ -16,7 +16,7 @@ from worker.cli.exits import Exit
 from worker.config import Settings, default_worker_id, redact_url
 from worker.embedded import Located
 from worker.logs import fields
-from worker.runtime.fingerprint import others_differ
+from worker.runtime import fingerprint
 from worker.state import health, keys
 
 log = logging.getLogger("research.cli")
@@ -43,7 +43,7 @@ async def _joining(found: Located, settings: Settings) -> None:
     """Reach Redis, and warn when the queue's workers run with settings that change results."""
     redis = await reach(found, settings, REACH_S)
     try:
-        differ = await others_differ(redis, settings)
+        differ = await fingerprint.others_differ(redis, settings)
     except (RedisError, OSError) as exc:
         log.debug(
             "could not compare settings with the queue's workers", extra=fields(error=type(exc).__name__)
