@@ -19,6 +19,7 @@ from worker.config.validators import (
     http_url,
     log_level,
     origins,
+    otel_traces_endpoint,
     parse_cidrs,
     parse_domains,
     port,
@@ -103,6 +104,8 @@ class Settings:
     log_level: str = "INFO"
     log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
     runtime_dir: str | None = None  # XDG_RUNTIME_DIR: where an embedded Redis leaves its address
+    # Where job spans go (OTLP/HTTP), from the standard OTEL_* variables; None: tracing is off.
+    otel_traces_endpoint: str | None = None
     # The evidence archive. Off unless configured here; from_env defaults it to the user's data
     # directory (RESEARCH_ARCHIVE), so tests that build Settings directly write nothing.
     archive: ArchiveTarget | None = None
@@ -230,6 +233,7 @@ class Settings:
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
             runtime_dir=e.text("XDG_RUNTIME_DIR"),
+            otel_traces_endpoint=otel_traces_endpoint(e),
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
             archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, http_url),

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import worker.config.values as defaults
+from worker.config.env import Env
 from worker.config.values import (
     SEARCH_ENGINES,
     SEARCH_MODEL_ALLOW_LIST,
@@ -162,3 +163,20 @@ def redis_target(url: str | None) -> RedisTarget:
         return parse_redis_url(url or defaults.DEFAULT_REDIS_URL)
     except ValueError as exc:  # settings built in code (the client's arguments) skip read()
         raise ConfigError(f"REDIS_URL: {exc}") from None
+
+
+def otel_traces_endpoint(e: Env) -> str | None:
+    """The OTLP/HTTP traces URL the OpenTelemetry specification's variables name, or None when they
+    turn tracing off: ``OTEL_SDK_DISABLED=true``, ``OTEL_TRACES_EXPORTER`` without ``otlp``, or no
+    endpoint. ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as written; the general
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` appended, as the specification says."""
+    if (e.text("OTEL_SDK_DISABLED") or "").strip().lower() == "true":
+        return None
+    exporters = (e.text("OTEL_TRACES_EXPORTER") or "otlp").replace(" ", "").lower().split(",")
+    if "otlp" not in exporters:
+        return None
+    traces = e.parse("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, http_url)
+    if traces:
+        return traces
+    base = e.parse("OTEL_EXPORTER_OTLP_ENDPOINT", None, http_url)
+    return base.rstrip("/") + "/v1/traces" if base else None
