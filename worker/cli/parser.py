@@ -7,10 +7,14 @@ only when the command runs, so ``--help`` and ``--version`` start as fast as Pyt
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from importlib import metadata
 
 from worker.cli.exits import ENVIRONMENT, EXIT_CODES
 from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, EXTRACT_MODES, MAX_RESULTS
+
+# Adds one command: its name, summary, examples and handler ("module:function" in worker.cli).
+AddCommand = Callable[[str, str, str, str], argparse.ArgumentParser]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -58,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
         child.set_defaults(handler=handler)
         return child
 
+    _worker_command(command)
+    _job_commands(command)
+    _report_commands(command)
+    _serving_commands(command)
+    _health_command(command)
+    return parser
+
+
+def _worker_command(command: AddCommand) -> None:
+    """`run`: a worker."""
     run = command(
         "run",
         "run a worker (with its own embedded Redis when REDIS_URL is unset and none answers)",
@@ -71,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a render worker: headless Chromium for fetch_page's render (docs/render.md)",
     )
 
+
+def _job_commands(command: AddCommand) -> None:
+    """`fetch` and `search`: a job enqueued, waited for and printed."""
     fetch = command(
         "fetch",
         "enqueue a fetch_page job, wait, and print its result JSON on stdout",
@@ -146,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _waiting_options(search)
 
+
+def _report_commands(command: AddCommand) -> None:
+    """`check-url`, `budget` and `archive`: looks at a URL and at a report."""
     check = command(
         "check-url",
         "print the guardian's verdict on a URL as one JSON line; never connects",
@@ -181,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", default="-", metavar="FILE", help="where to write the file; - for stdout"
     )
 
+
+def _serving_commands(command: AddCommand) -> None:
+    """`tools`, `mcp` and `dashboard`: what a model or a person is served."""
     tools = command(
         "tools",
         "print the tool definitions for the orchestrator's model, in an agent framework's format",
@@ -234,13 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the port to listen on, 1-65535 (0: any free port)",
     )
 
+
+def _health_command(command: AddCommand) -> None:
+    """`health`: the container probe."""
     command(
         "health",
         "exit 0 while this replica's health key is fresh (container probes), 5 when it is not",
         "  research-worker health\n  RESEARCH_WORKER_ID=worker-0 research-worker health",
         "run:cmd_health",
     )
-    return parser
 
 
 def _seconds(text: str) -> float:
