@@ -184,23 +184,6 @@ async def report_spend(redis: Redis, report_id: str) -> dict[str, Any]:
     return _counters(await redis.hgetall(keys.spend_report(report_id)))  # type: ignore[misc]
 
 
-async def org_spend(
-    redis: Redis, usage_source: str | None = None, days: int = 7, *, now: dt.datetime | None = None
-) -> list[dict[str, Any]]:
-    """One row per organization, usage source and UTC day over the last ``days`` days (today included).
-
-    ``usage_source`` None means every source. Rows come as ``org_days`` gives them.
-    """
-    today = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    wanted_days = {utc_day(today - dt.timedelta(days=back)) for back in range(max(days, 0))}
-    found = [_text(key) async for key in redis.scan_iter(match=keys.spend_org_pattern(), count=1000)]
-    return [
-        row
-        for row in await org_days(redis, found)
-        if row["day"] in wanted_days and usage_source in (None, row["usage_source"])
-    ]
-
-
 async def org_days(redis: Redis, names: Sequence[str]) -> list[dict[str, Any]]:
     """The organization days stored at ``names`` (keys listed by ``keys.spend_org_pattern()``).
 
