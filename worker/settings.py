@@ -29,6 +29,7 @@ from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive
 from worker.config import ConfigError, Settings
+from worker.runtime.context import ArqContext
 from worker.runtime.envelope import ToolJob, arq_function
 from worker.runtime.worker import ResearchWorker
 from worker.serialization import dumps, loads
@@ -88,7 +89,7 @@ def arq_worker_settings() -> type:
     found = embedded.locate(settings.redis_url, settings.runtime_dir)
     settings = dataclasses.replace(settings, redis_url=found.url)
 
-    async def run_research_worker(ctx: dict[str, Any]) -> None:
+    async def run_research_worker(ctx: ArqContext) -> None:
         _log_like_research_worker_run(settings)
         worker = build_worker(settings, burst=_arq_burst())
         try:
@@ -98,7 +99,7 @@ def arq_worker_settings() -> type:
         # arq's Worker.run takes a cancelled main task for a shutdown: it closes and returns.
         raise asyncio.CancelledError
 
-    async def settle_queue_health(ctx: dict[str, Any]) -> None:
+    async def settle_queue_health(ctx: ArqContext) -> None:
         # arq's shell deletes the queue's health key as it closes, even with other replicas running.
         await health.withdraw(ctx["redis"], settings.queue_name)
 
