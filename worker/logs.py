@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from worker.config import LogFormat
+from worker.config.values import LogFormat
 from worker.redact import redact_urls
 
 # Fields a record may carry in ``extra={"fields": {...}}``; anything else stays out of the line.
