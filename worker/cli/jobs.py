@@ -93,8 +93,15 @@ async def _run_job(
         return Exit.OK
     error = result.get("error")
     error = error if isinstance(error, dict) else {}
-    say(f"{result.get('tool')} returned {error.get('kind')}: {error.get('message')}")
+    say(f"{result.get('tool')} returned {error.get('kind')}: {error.get('message')}{_hint(error)}")
     return Exit.JOB_ERROR
+
+
+def _hint(error: dict[str, object]) -> str:
+    """What to type next, where the command line has the answer."""
+    if error.get("kind") == "url_not_in_menu":
+        return "; to fetch a URL the report has not seen, pass --seed (it puts the URL on the menu first)"
+    return ""
 
 
 async def _showing_progress(work: Awaitable[T], what: str) -> T:

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import socket
+import sys
 
 from redis.exceptions import RedisError
 
@@ -71,13 +72,18 @@ async def _health(settings: Settings) -> int:
     redis = await reach(found, settings, HEALTH_REACH_S)
     try:
         if settings.worker_id != default_worker_id():
+            who = f"worker {settings.worker_id}"
             alive = bool(await redis.exists(keys.health(settings.queue_name, settings.worker_id)))
         else:
             # The probe runs in its own process, so it cannot know the worker's pid: any replica
             # of this host (a container's hostname is its own) counts.
+            who = f"a worker of host {socket.gethostname()}"
             mine = f"{socket.gethostname()}-"
             replicas = await health.replicas(redis, settings.queue_name)
             alive = any(replica.worker_id.startswith(mine) for replica in replicas)
     finally:
         await redis.aclose()
+    # One line either way, on stdout: a person sees the verdict, a probe reads the exit code.
+    verdict = "healthy: {} beats on queue {}" if alive else "unhealthy: {} is not beating on queue {}"
+    sys.stdout.write(verdict.format(who, settings.queue_name) + "\n")
     return Exit.OK if alive else Exit.NO_WORKER
