@@ -86,7 +86,7 @@ def arq_worker_settings() -> type:
     except ConfigError as exc:
         sys.stderr.write(f"research-worker: configuration error: {exc}\n")
         raise SystemExit(EXIT_CONFIGURATION) from None
-    found = embedded.locate(settings.redis_url, settings.runtime_dir)
+    found = embedded.locate(settings.redis_url, settings.runtime_dir, forced=settings.embedded)
     settings = dataclasses.replace(settings, redis_url=found.url)
 
     async def run_research_worker(ctx: ArqContext) -> None:

@@ -119,7 +119,7 @@ def why(exc: BaseException) -> str:
 
 def locate(settings: Settings) -> tuple[Settings, Located]:
     """Where Redis is, as every command finds it, and the settings pointing there."""
-    found = embedded.locate(settings.redis_url, settings.runtime_dir)
+    found = embedded.locate(settings.redis_url, settings.runtime_dir, forced=settings.embedded)
     return dataclasses.replace(settings, redis_url=found.url), found
 
 

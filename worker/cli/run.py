@@ -24,7 +24,9 @@ log = logging.getLogger("research.cli")
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    with embedded.redis_for_worker(settings.redis_url, settings.runtime_dir) as found:
+    with embedded.redis_for_worker(
+        settings.redis_url, settings.runtime_dir, forced=settings.embedded
+    ) as found:
         settings = dataclasses.replace(settings, redis_url=found.url)
         asyncio.run(_joining(found, settings))  # unreachable: its own one line, exit 4
         # Which Redis, and why, before anything else: every command on the machine may pick a

@@ -104,6 +104,7 @@ class Settings:
     log_level: str = "INFO"
     log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
     runtime_dir: str | None = None  # XDG_RUNTIME_DIR: where an embedded Redis leaves its address
+    embedded: bool = False  # RESEARCH_EMBEDDED: the embedded Redis always, never the default address
     # Where job spans go (OTLP/HTTP), from the standard OTEL_* variables; None: tracing is off.
     otel_traces_endpoint: str | None = None
     # The evidence archive. Off unless configured here; from_env defaults it to the user's data
@@ -233,6 +234,7 @@ class Settings:
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
             runtime_dir=e.text("XDG_RUNTIME_DIR"),
+            embedded=e.switch("RESEARCH_EMBEDDED", False),
             otel_traces_endpoint=otel_traces_endpoint(e),
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
@@ -249,6 +251,8 @@ class Settings:
             mcp_max_body_bytes=e.integer("RESEARCH_MCP_MAX_BODY_BYTES", cls.mcp_max_body_bytes, minimum=1024),
         )
         settings.check_search()
+        if settings.embedded and settings.redis_url is not None:
+            raise ConfigError("RESEARCH_EMBEDDED: is on, but REDIS_URL names a Redis; unset one of them")
         if settings.archive_endpoint is not None and not isinstance(settings.archive, ArchiveBucket):
             raise ConfigError("RESEARCH_ARCHIVE_ENDPOINT: is set, but RESEARCH_ARCHIVE is not an s3:// URL")
         return settings
