@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from worker.cli import common
@@ -97,7 +97,7 @@ async def _run_job(
     return Exit.JOB_ERROR
 
 
-def _hint(error: dict[str, object]) -> str:
+def _hint(error: Mapping[str, object]) -> str:
     """What to type next, where the command line has the answer."""
     if error.get("kind") == "url_not_in_menu":
         return "; to fetch a URL the report has not seen, pass --seed (it puts the URL on the menu first)"
