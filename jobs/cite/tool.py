@@ -21,10 +21,10 @@ from jobs.cite.archived import ArchivedReport
 from jobs.cite.check import Checker, check_quote, check_url_text, parse_citations, summary
 from jobs.cite.matcher import Found
 from jobs.cite.sources import ReportTexts
+from jobs.facts import url_about
 from worker.archive.service import open_store
 from worker.archive.store import Store
 from worker.config import Settings
-from worker.guardian.urls import canonical_url
 from worker.limits import CITE, VERIFY_CITATIONS
 from worker.runtime.context import JobContext, Runtime
 from worker.serialization import JsonObject
@@ -99,10 +99,7 @@ class CiteTool(_Verifying):
     params = ("url", "quote")
 
     def about(self, arguments: Mapping[str, Any]) -> About | None:
-        url = arguments.get("url")
-        if not isinstance(url, str):
-            return None
-        return {"url": canonical_url(url.strip()) or url.strip()}
+        return url_about(arguments)
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> OtherFields:
         url = check_url_text(arguments.get("url"))
