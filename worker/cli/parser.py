@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="research-worker",
         description=(
-            "Safe, bounded web access for a research agent: an arq worker with two tools, web_search "
-            "and fetch_page, and the commands to run it, call it and watch it."
+            "Safe, bounded web access for a research agent: an arq worker with two tools on the web, "
+            "web_search and fetch_page, a third, cite, that checks a quote against what was fetched, "
+            "and the commands to run it, call it and watch it."
         ),
         epilog=f"{EXIT_CODES}\n\n{ENVIRONMENT}",
         formatter_class=HelpFormatter,
