@@ -39,7 +39,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.state", "worker.embedded", "worker.archive"),
     ("worker.runtime",),
     ("jobs.decoding", "jobs.reader", "jobs.definitions", "jobs.output_schemas"),
-    ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots", "jobs.render.delegate"),
+    ("jobs.fetcher", "jobs.providers", "jobs.reading", "jobs.robots"),
+    # fetch_page's rooms, in the order of a fetch: the request, the report's rule for hops, the
+    # network side, the page, the hand-off to a render worker, and the tool that runs them.
+    ("jobs.fetch.request", "jobs.fetch.hops"),
+    ("jobs.fetch.network", "jobs.fetch.page"),
+    ("jobs.fetch.handoff",),
     ("jobs.fetch", "jobs.search"),
     ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),

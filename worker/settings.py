@@ -26,7 +26,7 @@ import click
 from aiohttp.abc import AbstractResolver
 
 from jobs.definitions import ToolFormat, formatted, tool_definitions
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive
