@@ -17,7 +17,7 @@ import types
 from typing import Final, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from worker.limits import FETCH_PAGE, WEB_SEARCH
-from worker.serialization import JsonObject
+from worker.serialization import JsonObject, JsonValue
 from worker.state.pages.entry import CACHE_ONLY, WHEN_SET, Page
 from worker.state.result_records import (
     HEAD,
@@ -63,7 +63,8 @@ def type_schema(hint: object, *, nullable: bool = True) -> JsonObject:
     if is_typeddict(hint):
         hints = get_type_hints(hint)
         properties = {name: type_schema(of) for name, of in hints.items()}
-        required = [name for name in hints if name in hint.__required_keys__]
+        needed: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
+        required: list[JsonValue] = [name for name in hints if name in needed]
         return {"type": "object", "required": required, "properties": properties}
     raise TypeError(f"no JSON schema for a field of type {hint}")
 
@@ -129,18 +130,21 @@ def web_search_ok() -> JsonObject:
 
 @functools.cache
 def error_result() -> JsonObject:
-    error = {
+    needed: list[JsonValue] = ["kind", "message"]
+    error: JsonObject = {
         "type": "object",
-        "required": ["kind", "message"],
+        "required": needed,
         "properties": named(ErrorResult, "kind", "message"),
     }
     # url and query are left out while unset; status is said (null when unknown) for http_status.
-    about = {**named(ErrorResult, "url", "query", nullable=False), **named(ErrorResult, "status")}
-    return {
-        "type": "object",
-        "required": [*HEAD, "error"],
-        "properties": {**head(None), "error": error, **about},
+    properties: JsonObject = {
+        **head(None),
+        "error": error,
+        **named(ErrorResult, "url", "query", nullable=False),
+        **named(ErrorResult, "status"),
     }
+    required: list[JsonValue] = [*HEAD, "error"]
+    return {"type": "object", "required": required, "properties": properties}
 
 
 def output_schema(tool: str) -> JsonObject:

@@ -6,6 +6,7 @@ invalid request before the menu or the budget is asked.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +15,8 @@ from jobs.reader.formats import FORMATS, MARKDOWN, TEXT
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import needle_of
 from worker.config import Settings
-from worker.errors import InvalidRequest
-from worker.guardian.urls import SCHEME, canonical_url
+from worker.errors import DestinationBlocked, InvalidRequest, SchemeNotAllowed
+from worker.guardian.urls import SCHEME, Target, parse_https_url
 from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL_LENGTH
 from worker.state.result_records import About
 
@@ -130,4 +131,14 @@ def url_about(arguments: Mapping[str, Any]) -> About | None:
     if not isinstance(url, str):
         return None
     url = url.strip()[:MAX_URL_LENGTH]
-    return {"url": canonical_url(url) or url}
+    try:
+        return {"url": parsed_url(url).url}
+    except (DestinationBlocked, SchemeNotAllowed):
+        return {"url": url}  # refused by the fetch too, which says why
+
+
+@functools.lru_cache(maxsize=256)
+def parsed_url(url: str) -> Target:
+    """The guardian's parse of a URL a job names, made once: the job's ``about`` (before it runs)
+    and its run read the same Target. A Target is frozen; a refusal is raised anew, never kept."""
+    return parse_https_url(url)

@@ -27,7 +27,7 @@ from jobs.fetch.handoff import auto_render, render_on_worker
 from jobs.fetch.hops import report_rule, require_domain, require_on_menu
 from jobs.fetch.network import fetch_limits, guarded_get
 from jobs.fetch.page import in_both_formats, page_of, reduce
-from jobs.fetch.request import FetchRequest, PageJob
+from jobs.fetch.request import FetchRequest, PageJob, parsed_url
 from jobs.fetcher import Fetcher
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
@@ -41,7 +41,7 @@ from worker.guardian.connector import guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.redirects import HopLog
-from worker.guardian.urls import Target, check_url, parse_https_url
+from worker.guardian.urls import Target, check_address, parse_https_url
 from worker.limits import FETCH_PAGE
 from worker.logs import fields
 from worker.net.cache_control import may_store
@@ -159,7 +159,7 @@ class FetchPageTool(PageJob):
         metrics = job.runtime.metrics
         menu = job.runtime.menu
         try:
-            target = check_url(request.url, parts.fetcher.policy)
+            target = check_address(parsed_url(request.url), parts.fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
             domains = await parts.domains.policy(job.report_id)
             require_domain(domains, target)
@@ -226,9 +226,9 @@ class FetchPageTool(PageJob):
             )
             page = served.page
             if page.script_shell and job.settings.render is RenderMode.AUTO:
-                rendered = await auto_render(job, target, request.extract, request.format, until)
-                if rendered is not None:
-                    return _rendered(rendered, request.format)
+                shown = await auto_render(job, target, request.extract, request.format, until)
+                if shown is not None:
+                    return _rendered(shown, request.format)
             if served.made is not None:
                 # This job fetched: it reads the whole text it made, and noted it in the same step.
                 return _First(page, served.cached, served.made)
