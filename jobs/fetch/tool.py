@@ -152,17 +152,13 @@ class FetchPageTool(PageJob):
             await self._cache_redis.aclose()
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
+        """Validate, check the menu, charge, serve, read."""
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
         if request.render and job.settings.render is RenderMode.OFF:
             raise InvalidRequest("this deployment has rendering off: fetch the page without render")
         parts = self._started()
-        metrics = job.runtime.metrics
-        menu = job.runtime.menu
         try:
-            target = check_address(parsed_url(request.url), parts.fetcher.policy)
-            await require_on_menu(menu, job.report_id, target)
-            domains = await parts.domains.policy(job.report_id)
-            require_domain(domains, target)
+            target, domains = await self._admit(job, parts, request)
             refetched = False
             if request.continues:
                 kept = await parts.documents.lookup(job.report_id, request.extract, target.url)
@@ -179,13 +175,30 @@ class FetchPageTool(PageJob):
             final_url = first.page.final_url
             require_domain(domains, target if final_url == target.url else parse_https_url(final_url))
         except GuardianRefusal as refusal:
-            metrics.guardian_refusals.labels(refusal.reason.value).inc()
+            job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
+        return await self._read(job, parts, request, first, refetched)
+
+    async def _admit(
+        self, job: JobContext, parts: _Parts, request: FetchRequest
+    ) -> tuple[Target, DomainPolicy]:
+        """The checks that need no network: the URL (parsed once for the job, its IP literal
+        judged), the report's menu and the deployment's domain lists, narrowed for the report."""
+        target = check_address(parsed_url(request.url), parts.fetcher.policy)
+        await require_on_menu(job.runtime.menu, job.report_id, target)
+        domains = await parts.domains.policy(job.report_id)
+        require_domain(domains, target)
+        return target, domains
+
+    async def _read(
+        self, job: JobContext, parts: _Parts, request: FetchRequest, first: _First, refetched: bool
+    ) -> FetchFields:
+        """The piece (or the matches) asked for, from the page served; its links join the menu."""
         page = first.page
         if first.cached and page.archive_record is not None:
             parts.archive.cite(job.report_id, page.archive_record)  # the original fetch's record
         if page.links:
-            await menu.record(job.report_id, page.links, already_canonical=True)
+            await job.runtime.menu.record(job.report_id, page.links, already_canonical=True)
         text = await answer(
             first.source,
             request.format,
