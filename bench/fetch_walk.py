@@ -56,7 +56,7 @@ class Walk:
             if frame.f_code.co_name == "_run_tool" and module == "worker.runtime.envelope":
                 # The client shares this process: what it parsed on enqueueing is forgotten, as a
                 # worker of its own would never have seen it.
-                memo = getattr(sys.modules.get("jobs.fetch.request"), "parsed_url", None)
+                memo = getattr(sys.modules.get("jobs.facts"), "parsed_url", None)
                 if memo is not None:
                     memo.cache_clear()
             self._started.add(id(frame))

@@ -1,5 +1,5 @@
 """A fetch's HopLog (worker/guardian/redirects.py) and the URL a job names, parsed once
-(jobs/fetch/request.py): what the log records is exactly what the report's rule let through, and
+(jobs/facts.py): what the log records is exactly what the report's rule let through, and
 the parse a job's about and run share is the guardian's own, refusals never kept."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.fetch.request import parsed_url, url_about
+from jobs.facts import parsed_url, url_about
 from worker.errors import DestinationBlocked, GuardianRefusal, SchemeNotAllowed, UrlNotInMenu
 from worker.guardian.redirects import HopLog
 from worker.guardian.urls import Target, canonical_url, parse_https_url

@@ -6,17 +6,17 @@ invalid request before the menu or the budget is asked.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.facts import url_about
 from jobs.reader.formats import FORMATS, MARKDOWN, TEXT
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.pieces import needle_of
 from worker.config import Settings
-from worker.errors import DestinationBlocked, InvalidRequest, SchemeNotAllowed
-from worker.guardian.urls import SCHEME, Target, parse_https_url
+from worker.errors import InvalidRequest
+from worker.guardian.urls import SCHEME
 from worker.limits import EXTRACT_MODES, FIND_CHARS, MAX_DOCUMENT_CHARS, MAX_URL_LENGTH
 from worker.state.result_records import About
 
@@ -123,22 +123,3 @@ class PageJob:
 
     def about(self, arguments: Mapping[str, Any]) -> About | None:
         return url_about(arguments)
-
-
-def url_about(arguments: Mapping[str, Any]) -> About | None:
-    """What a fetch (or a render) is about: the canonical form of its URL, or the URL as given."""
-    url = arguments.get("url")
-    if not isinstance(url, str):
-        return None
-    url = url.strip()[:MAX_URL_LENGTH]
-    try:
-        return {"url": parsed_url(url).url}
-    except (DestinationBlocked, SchemeNotAllowed):
-        return {"url": url}  # refused by the fetch too, which says why
-
-
-@functools.lru_cache(maxsize=256)
-def parsed_url(url: str) -> Target:
-    """The guardian's parse of a URL a job names, made once: the job's ``about`` (before it runs)
-    and its run read the same Target. A Target is frozen; a refusal is raised anew, never kept."""
-    return parse_https_url(url)

@@ -23,11 +23,12 @@ from typing import Any
 from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
 
+from jobs.facts import parsed_url
 from jobs.fetch.handoff import auto_render, render_on_worker
 from jobs.fetch.hops import report_rule, require_domain, require_on_menu
 from jobs.fetch.network import fetch_limits, guarded_get
 from jobs.fetch.page import in_both_formats, page_of, reduce
-from jobs.fetch.request import FetchRequest, PageJob, parsed_url
+from jobs.fetch.request import FetchRequest, PageJob
 from jobs.fetcher import Fetcher
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
