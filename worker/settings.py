@@ -25,7 +25,7 @@ import click
 from aiohttp.abc import AbstractResolver
 
 from jobs.cite.tool import CiteTool, VerifyTool
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive

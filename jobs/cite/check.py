@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from jobs.cite.matcher import Document, Found, Status, parts_of
 from jobs.cite.sources import ReportTexts, Source, Unavailable
@@ -13,6 +14,7 @@ from worker.errors import InvalidRequest
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_URL_LENGTH
 from worker.serialization import JsonObject
+from worker.state.result_records import CitationCheck
 
 CONTEXT_CHARS = 200
 MAX_QUOTE_CHARS = 10_000
@@ -81,14 +83,13 @@ class Checker:
         self._offload = offload
         self._documents: dict[int, Document] = {}
 
-    async def check(self, url: str, quote: str) -> JsonObject:
-        shown: JsonObject = {"url": url, "quote": quote}
+    async def check(self, url: str, quote: str) -> CitationCheck:
         canonical = canonical_url(url)
         texts = await self._texts.texts(canonical) if canonical is not None else None
         if texts is None:
-            return {**shown, "status": Status.NOT_FETCHED.value}
+            return {"url": url, "quote": quote, "status": Status.NOT_FETCHED.value}
         if isinstance(texts, Unavailable):
-            return {**shown, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
+            return {"url": url, "quote": quote, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
         best: tuple[Found, Source] | None = None
         read = 0
         while read < len(texts.made) or await texts.more():
@@ -103,44 +104,48 @@ class Checker:
             if found.status is Status.APPROXIMATE and best is None:
                 best = (found, source)
         if best is None and not texts.made:
-            return {**shown, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
+            return {"url": url, "quote": quote, "status": Status.NOT_FOUND.value, "note": GONE_NOTE}
         if best is None:
-            return {**shown, "status": Status.NOT_FOUND.value}
-        return {**shown, **described(*best)}
+            return {"url": url, "quote": quote, "status": Status.NOT_FOUND.value}
+        return described(url, quote, *best)
 
     def _matcher(self, source: Source, quote: str) -> Callable[[], Found]:
         document = self._documents.setdefault(id(source), Document(source.text))
         return lambda: document.match(quote)
 
 
-def described(found: Found, source: Source) -> JsonObject:
+def described(url: str, quote: str, found: Found, source: Source) -> CitationCheck:
     """A match as the citation shows it: where, on which page, what it matched, and the evidence."""
     text = source.text
-    shown: JsonObject = {
+    shown: CitationCheck = {
+        "url": url,
+        "quote": quote,
         "status": found.status.value,
         "offset": found.start,
         "length": found.end - found.start,
     }
     if source.page_offsets:
         shown["page"] = max(1, bisect_right(source.page_offsets, found.start))
-    shown.update(
-        matched_text=text[found.start : found.end],
-        context=text[max(0, found.start - CONTEXT_CHARS) : found.end + CONTEXT_CHARS],
-        sha256=source.sha256,
-        archive_record=source.archive_record,
-        fetched_at=source.fetched_at,
-        format=source.format,
-        extract=source.extract,
-        source=source.origin,
-    )
+    shown["matched_text"] = text[found.start : found.end]
+    shown["context"] = text[max(0, found.start - CONTEXT_CHARS) : found.end + CONTEXT_CHARS]
+    shown["sha256"] = source.sha256
+    shown["archive_record"] = source.archive_record
+    shown["fetched_at"] = source.fetched_at
+    shown["format"] = source.format
+    shown["extract"] = source.extract
+    shown["source"] = source.origin
     if len(found.parts) > 1:
         shown["parts"] = [{"offset": start, "length": end - start} for start, end in found.parts]
     return shown
 
 
-def summary(citations: list[JsonObject]) -> JsonObject:
+def as_json(citation: CitationCheck) -> JsonObject:
+    return cast(JsonObject, citation)
+
+
+def summary(citations: list[CitationCheck]) -> JsonObject:
     """The verify object's counts, beside its citations."""
     counts = {status.value: 0 for status in Status}
     for citation in citations:
         counts[str(citation["status"])] += 1
-    return {"checked": len(citations), **counts, "citations": list(citations)}
+    return {"checked": len(citations), **counts, "citations": [as_json(c) for c in citations]}

@@ -18,7 +18,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from jobs.cite.archived import ArchivedReport
-from jobs.cite.check import Checker, check_quote, check_url_text, parse_citations, summary
+from jobs.cite.check import Checker, as_json, check_quote, check_url_text, parse_citations, summary
 from jobs.cite.matcher import Found
 from jobs.cite.sources import ReportTexts
 from jobs.facts import url_about
@@ -27,10 +27,9 @@ from worker.archive.store import Store
 from worker.config import Settings
 from worker.limits import CITE, VERIFY_CITATIONS
 from worker.runtime.context import JobContext, Runtime
-from worker.serialization import JsonObject
 from worker.state.pages.documents import KeptDocuments
 from worker.state.redis_conn import connect
-from worker.state.result_records import About, OtherFields
+from worker.state.result_records import About, CitationCheck, OtherFields
 
 
 class _Verifying:
@@ -104,7 +103,7 @@ class CiteTool(_Verifying):
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> OtherFields:
         url = check_url_text(arguments.get("url"))
         quote = check_quote(arguments.get("quote"))
-        return OtherFields(await self.checker(job).check(url, quote))
+        return OtherFields(as_json(await self.checker(job).check(url, quote)))
 
 
 class VerifyTool(_Verifying):
@@ -121,7 +120,7 @@ class VerifyTool(_Verifying):
         # Room for one more document read again from the archive, at worst: a job that would run
         # past its deadline answers with what it checked, and the client sends the rest again.
         margin = 2 * job.settings.reduce_cpu_budget_s + 1.0
-        checked: list[JsonObject] = []
+        checked: list[CitationCheck] = []
         for url, quote in citations:
             if checked and loop.time() > job.deadline - margin:
                 break
