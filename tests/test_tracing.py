@@ -11,6 +11,7 @@ import re
 import string
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import html5lib
@@ -24,9 +25,10 @@ from opentelemetry.trace import use_span
 
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings, fetching
-from tests.support.otlp_receiver import otlp_receiver
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support.tls import TestCA, serve
 from tests.test_dashboard import get, serving, text_of
+from worker.client import ClientError, ResearchClient, SyncResearchClient
 from worker.config import ConfigError, Settings
 from worker.serialization import dumps
 from worker.state import keys
@@ -325,3 +327,89 @@ async def test_malformed_phases_on_a_line_are_left_out_and_names_escaped(
     )
     assert ["".join(row.find("td").itertext()) for row in rows] == ["<script>alert(1)</script>"]
     assert "<script>alert(1)" not in shown
+
+
+EXPLICIT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def job_span_under(receiver: OtlpReceiver, parent_trace: int, parent_span: int) -> ReceivedSpan:
+    span = await receiver.wait_for("fetch_page")
+    assert span.trace_id == f"{parent_trace:032x}" and span.parent_span_id == f"{parent_span:016x}"
+    return span
+
+
+async def test_a_fetch_inside_the_orchestrators_span_joins_its_trace(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    orchestrator = TracerProvider().get_tracer("orchestrator")
+    async with otlp_receiver() as receiver, serve({"/": page}, ca.server_context()) as server:
+        traced = fetch_settings(settings, ca, otel_traces_endpoint=receiver.url + "/v1/traces")
+        async with fetching(traced, token, report, traced_dns()) as harness:
+            span = orchestrator.start_span("read the annual report")
+            with use_span(span, end_on_exit=True):
+                result = await harness.client.fetch(report, server.url("/", name="traced.site.test"))
+            assert result["ok"] is True
+            context = span.get_span_context()
+            await job_span_under(receiver, context.trace_id, context.span_id)
+
+
+async def test_an_explicit_trace_parent_wins_over_the_current_span(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    explicit = EXPLICIT
+    async with otlp_receiver() as receiver, serve({"/": page}, ca.server_context()) as server:
+        traced = fetch_settings(settings, ca, otel_traces_endpoint=receiver.url + "/v1/traces")
+        async with fetching(traced, token, report, traced_dns()) as harness:
+            other = TracerProvider().get_tracer("elsewhere").start_span("unrelated")
+            with use_span(other, end_on_exit=True):
+                result = await harness.client.fetch(
+                    report, server.url("/", name="traced.site.test"), trace_parent=explicit
+                )
+            assert result["ok"] is True
+            await job_span_under(receiver, 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)
+
+
+async def test_a_malformed_trace_parent_is_the_callers_error_and_nothing_is_enqueued(
+    settings: Settings, token: str, report: str
+) -> None:
+    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", require_worker=False) as client:
+        with pytest.raises(ClientError, match="traceparent"):
+            await client.fetch(report, "https://example.test/", trace_parent="00-xyz")
+        assert await client.redis.zcard(settings.queue_name) == 0
+
+
+async def test_a_model_may_not_set_the_trace(settings: Settings, token: str, report: str) -> None:
+    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", require_worker=False) as client:
+        result = await client.call_result(
+            "fetch_page",
+            {
+                "url": "https://example.test/",
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            },
+            report_id=report,
+        )
+        assert result["ok"] is False and result["error"]["kind"] == "invalid_request"  # type: ignore[index]
+        assert "traceparent" in result["error"]["message"]  # type: ignore[index]
+        assert await client.redis.zcard(settings.queue_name) == 0
+
+
+def test_the_blocking_client_carries_the_callers_span(settings: Settings, token: str, report: str) -> None:
+    captured: list[object] = []
+
+    async def enqueue(
+        self: object, function: str, kwargs: Mapping[str, object], job_id: str | None = None
+    ) -> str:
+        captured.append(kwargs.get("traceparent"))
+        raise ClientError("stop here")
+
+    span = TracerProvider().get_tracer("script").start_span("notebook cell")
+    context = span.get_span_context()
+    with SyncResearchClient(settings=settings, require_worker=False) as client:
+        original = ResearchClient.enqueue
+        ResearchClient.enqueue = enqueue  # type: ignore[method-assign,assignment]
+        try:
+            with use_span(span, end_on_exit=True), pytest.raises(ClientError, match="stop here"):
+                client.fetch(report, "https://example.test/")
+        finally:
+            ResearchClient.enqueue = original  # type: ignore[method-assign]
+    assert captured == [f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"]
