@@ -7,6 +7,7 @@ what arrives: the job's span must be the child of the orchestrator's span, its p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import string
 import subprocess
@@ -24,12 +25,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import use_span
 
 from tests.support.fake_dns import FakeResolver
+from tests.support.fake_openrouter import KEY, completion, fake_openrouter, url_citation
 from tests.support.fetching import fetch_settings, fetching
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support.tls import TestCA, serve
 from tests.test_dashboard import get, serving, text_of
+from tests.test_search import searching
 from worker.client import ClientError, ResearchClient, SyncResearchClient
-from worker.config import ConfigError, Settings
+from worker.config import ConfigError, Secret, Settings
 from worker.serialization import dumps
 from worker.state import keys
 from worker.state.redis_conn import connect
@@ -171,6 +174,7 @@ async def page(request: web.Request) -> web.Response:
 
 
 NETWORK_PHASES = {phases.DNS_AND_GUARDIAN, phases.CONNECT, phases.TLS, phases.FIRST_BYTE}
+FETCH_PHASES = NETWORK_PHASES | {phases.QUEUE_WAIT, phases.MENU_AND_BUDGET, phases.BODY, phases.REDUCE}
 
 
 async def test_a_fetch_enqueued_with_a_traceparent_is_a_child_span_with_its_phases(
@@ -203,10 +207,10 @@ async def test_a_fetch_enqueued_with_a_traceparent_is_a_child_span_with_its_phas
             assert job_span.parent_span_id == f"{context.span_id:016x}"
             for _ in range(100):  # the phases are exported in the same batch or the next
                 children = {s.name for s in receiver.children_of(job_span)}
-                if NETWORK_PHASES | {phases.QUEUE_WAIT} <= children:
+                if children >= FETCH_PHASES:
                     break
                 await asyncio.sleep(0.1)
-            assert NETWORK_PHASES | {phases.QUEUE_WAIT} <= children, children
+            assert children >= FETCH_PHASES, children
             assert job_span.attributes["server.address"] == "traced.site.test"
             assert job_span.attributes["research.report_id"] == report
             assert job_span.attributes["http.response.status_code"] == 200
@@ -413,3 +417,29 @@ def test_the_blocking_client_carries_the_callers_span(settings: Settings, token:
         finally:
             ResearchClient.enqueue = original  # type: ignore[method-assign]
     assert captured == [f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"]
+
+
+async def test_a_search_is_a_span_with_its_provider_phase_and_no_query_text(
+    settings: Settings, token: str, report: str
+) -> None:
+    async with otlp_receiver() as receiver, fake_openrouter() as fake:
+        fake.will(completion([url_citation("https://example.org/a", "First", "About A.")]))
+        traced = dataclasses.replace(
+            settings,
+            openrouter_base_url=fake.base_url,
+            openrouter_api_key=Secret(KEY),
+            otel_traces_endpoint=receiver.url + "/v1/traces",
+        )
+        async with searching(traced, token) as (_, client):
+            result = await client.search(report, "the secret merger of ACME", trace_parent=EXPLICIT)
+        assert result["ok"] is True, result.get("error")
+        span = await receiver.wait_for("web_search")
+        assert span.parent_span_id == EXPLICIT.split("-")[2]
+        for _ in range(100):
+            if phases.SEARCH_PROVIDER in {s.name for s in receiver.children_of(span)}:
+                break
+            await asyncio.sleep(0.1)
+        assert phases.SEARCH_PROVIDER in {s.name for s in receiver.children_of(span)}
+        assert span.attributes["research.results"] == 1
+        everything = repr([(s.name, s.attributes, s.resource) for s in receiver.spans])
+        assert "merger" not in everything and KEY not in everything
