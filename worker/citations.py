@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from worker.limits import VERIFY_CITATIONS
+from worker.runtime.envelope import parse_report_id
 from worker.serialization import JsonObject
 
 BATCH = 100
@@ -27,6 +28,24 @@ HEAD = ("ok", "tool", "job_id")
 MAX_DOSSIER_BYTES = 16 * 1024 * 1024
 
 Run = Callable[[str, Mapping[str, Any]], Awaitable[JsonObject]]
+
+
+class _Runs(Protocol):
+    async def run(
+        self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None
+    ) -> JsonObject: ...
+
+
+class Verifies:
+    """``ResearchClient.verify``, given to the client as a base (its module is at its size bound)."""
+
+    async def verify(self: _Runs, report_id: str, citations: Iterable[Mapping[str, Any]]) -> JsonObject:
+        """Check a dossier's quotes against what the report fetched (docs/citations.md): the object
+        ``research-worker verify`` prints, or the error result of a batch whose job failed."""
+        parse_report_id(report_id)
+        if isinstance(citations, str | bytes | Mapping):
+            raise TypeError("verify takes a list of {url, quote} objects")
+        return await verify(self.run, report_id, list(citations))
 
 
 def batches(citations: Sequence[object]) -> list[list[int]]:
