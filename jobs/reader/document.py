@@ -35,7 +35,7 @@ from jobs.reader.main_content import select_full, select_main
 from jobs.reader.metadata.page import html_metadata
 from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.pdf.reader import read_pdf
-from jobs.reader.script_shell import is_script_shell
+from jobs.reader.script_shell import is_script_shell, shown_chars
 from worker.errors import UnsupportedContentType
 from worker.page_metadata import PageMetadata
 
@@ -158,13 +158,8 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
-        script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
+        script_shell=is_script_shell(reduction.shell, shown_chars(reduction.blocks)),
     )
-
-
-def readable_chars(reduction: Reduction) -> int:
-    """Characters of all the page's readable text (not only its main content), the title aside."""
-    return sum(len(block.text) for block in reduction.blocks)
 
 
 def reads_in_child(body: bytes, content_type: str | None) -> bool:

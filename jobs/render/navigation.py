@@ -12,6 +12,8 @@ agent reading a page must not send data to another site on the page's behalf.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -25,6 +27,19 @@ if TYPE_CHECKING:
     from worker.guardian.policy import AddressPolicy
 
 MAX_NAVIGATIONS = 5
+# A meta refresh due this soon after load is waited for, as a reader would see it happen.
+REFRESH_WAIT_S = 3.0
+# Ours, run in the loaded page: the delay in seconds of a meta refresh that goes somewhere, or null.
+REFRESH_DELAY = """
+() => {
+  for (const meta of document.querySelectorAll("meta[http-equiv]")) {
+    if (meta.httpEquiv.toLowerCase() !== "refresh") continue;
+    const m = (meta.content || "").match(/^\\s*(\\d+(?:\\.\\d*)?)\\s*[;,]\\s*(?:url\\s*=\\s*)?(\\S)/i);
+    if (m) return parseFloat(m[1]);
+  }
+  return null;
+}
+"""
 
 
 class Navigations:
@@ -38,14 +53,34 @@ class Navigations:
         self._ports = ports
         self.followed: list[str] = []
         self.loaded = 0  # how many of ``followed`` had been started when the page last loaded
+        self.loads = 0
+        self.refused = 0  # navigations answered 204: the page stays, but its load may never fire
+        self._load = asyncio.Event()
 
     @property
     def pending(self) -> bool:
-        """A followed navigation whose page has not loaded yet."""
-        return self.loaded < len(self.followed)
+        """No page loaded yet, or a followed navigation whose page has not loaded yet."""
+        return self.loads == 0 or self.loaded < len(self.followed)
 
     def on_load(self) -> None:
+        self.loads += 1
         self.loaded = len(self.followed)
+        self._load.set()
+
+    def on_refused(self) -> None:
+        self.refused += 1
+        self._load.set()
+
+    async def until_loaded(self, seconds: float) -> bool:
+        """Wait for the load of the page a followed navigation went to, or for a refusal (after
+        which Chromium may never fire the load: the caller reads once the document is parsed);
+        whether the page loaded."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while self.pending and not self.refused:
+                    self._load.clear()
+                    await self._load.wait()
+        return not self.pending
 
     async def admit(self, url: str, method: str, current: str) -> bool:
         """Whether the page may go to ``url`` (counted when it may)."""

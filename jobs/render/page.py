@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobs.render.browser import BrowserLauncher, Limits, Watch
-from jobs.render.navigation import Navigations
+from jobs.render.navigation import MAX_NAVIGATIONS, REFRESH_DELAY, REFRESH_WAIT_S, Navigations
 from jobs.render.visible import READ_DOM
 from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
 from worker.guardian.egress_proxy import EgressBounds, EgressLog, EgressProxy
@@ -50,6 +50,7 @@ LATE_S = 0.5  # an error this close to the deadline is the deadline's
 QUIET_MAX_S = 2.0
 READ_S = 3.0
 MAX_REREADS = 2  # reads a navigation may interrupt
+REFUSED_QUIET_S = 0.5  # after a refused navigation, for the requests the page's scripts still make
 HTTPS = "https:"
 
 
@@ -118,9 +119,7 @@ class PageRenderer:
                     router = _Router(page, body, content_type, refused, asked, moves)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
-                    html, hidden, cut, settled = await self._load_and_read(
-                        page, url, bounds, deadline, moves
-                    )
+                    html, hidden, cut, settled = await self._load_and_read(page, url, bounds, deadline, moves)
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
         except ResearchError:
@@ -171,35 +170,46 @@ class PageRenderer:
         def left(keep: float) -> float:
             return max(0.2, deadline - loop.time() - keep)
 
-        settled = True
+        committed, waited_refresh = True, False
         try:
-            await page.goto(url, wait_until="load", timeout=left(READ_RESERVE_S) * 1000)
+            # To its commit only: Playwright's wait for "load" would outlast a load that a
+            # refused navigation (answered 204) left it unsure of; the page's own load events
+            # are counted instead (``moves``).
+            await page.goto(url, wait_until="commit", timeout=left(READ_RESERVE_S) * 1000)
         except Exception:
-            # A page that never finishes loading is read as far as it got; a crashed one fails
-            # the read below. (A page that navigated itself before its load is awaited below.)
-            settled = False
-        for _ in range(len(moves.followed) + 2 + MAX_REREADS):
-            if moves.pending:
-                settled = await _until_loaded(page, moves, left(READ_RESERVE_S))
-            elif not settled:
+            committed = False  # a crashed renderer fails the read below
+        for _ in range(MAX_NAVIGATIONS + 2 + MAX_REREADS):
+            settled = committed
+            if committed and moves.pending:
+                settled = await moves.until_loaded(left(READ_RESERVE_S))
+            if not settled:
+                # A page that never finishes loading is read as far as it got; one that stayed
+                # after a refused navigation once its document is parsed and quiet a moment.
                 with contextlib.suppress(Exception):  # at least the document itself, if time allows
                     await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
-            if settled:
+                    if committed and moves.refused:
+                        await asyncio.sleep(min(REFUSED_QUIET_S, left(READ_RESERVE_S)))
+            else:
                 # The requests its scripts start after load (the app's data): until none was in
                 # flight for 500 ms, or the bound.
                 with contextlib.suppress(Exception):
                     await page.wait_for_load_state(
                         "networkidle", timeout=min(QUIET_MAX_S, left(READ_RESERVE_S)) * 1000
                     )
-            if moves.pending:
-                continue  # it navigated again while quiet: read the page it went to
+                if not moves.pending and not waited_refresh:
+                    waited_refresh = True
+                    await _wait_for_refresh(page, moves, left(READ_RESERVE_S + READ_S))
+                if moves.pending:
+                    continue  # it navigated again while quiet: read the page it went to
             # A page whose scripts hold its main thread forever never answers: the read has its own bound.
             try:
                 html, hidden, cut = await asyncio.wait_for(
                     page.evaluate(READ_DOM, bounds.dom_bytes), min(READ_S, left(0.1))
                 )
             except TimeoutError:
-                raise Timeout("the page's scripts did not let it be read (its main thread stayed busy)") from None
+                raise Timeout(
+                    "the page's scripts did not let it be read (its main thread stayed busy)"
+                ) from None
             except Exception:
                 if not moves.followed or loop.time() >= deadline - READ_RESERVE_S:
                     raise
@@ -212,12 +222,12 @@ class PageRenderer:
         raise Timeout("the page kept navigating itself and could not be read")
 
 
-async def _until_loaded(page: Page, moves: Navigations, seconds: float) -> bool:
-    """Wait for the load of the page a followed navigation went to; whether it loaded in time."""
-    end = asyncio.get_running_loop().time() + seconds
-    while moves.pending and asyncio.get_running_loop().time() < end:
-        await asyncio.sleep(0.05)
-    return not moves.pending
+async def _wait_for_refresh(page: Page, moves: Navigations, seconds: float) -> None:
+    """A meta refresh due soon after load: wait until it is due (and its page loading)."""
+    with contextlib.suppress(Exception):
+        delay = await asyncio.wait_for(page.evaluate(REFRESH_DELAY), 1.0)
+        if isinstance(delay, int | float) and 0 < delay <= REFRESH_WAIT_S:
+            await asyncio.sleep(min(float(delay) + 0.3, seconds))
 
 
 class _Router:
@@ -257,6 +267,7 @@ class _Router:
                 # Answered "204 No Content": the browser keeps the page it has. (An aborted
                 # navigation would replace it with an error page.)
                 self._refused.append("navigation")
+                self._moves.on_refused()
                 await route.fulfill(status=204, body=b"")
                 return
             if not self._ask(request.url):

@@ -31,7 +31,11 @@ READ_DOM = """
   const rtl = getComputedStyle(root).direction === "rtl"
     || (document.body !== null && getComputedStyle(document.body).direction === "rtl");
   const styles = new Map();
-  const style = (e) => { let s = styles.get(e); if (!s) { s = getComputedStyle(e); styles.set(e, s); } return s; };
+  const style = (e) => {
+    let s = styles.get(e);
+    if (!s) { s = getComputedStyle(e); styles.set(e, s); }
+    return s;
+  };
   const chars = (s) => s.replace(/\\s+/g, "").length;
   const numbers = (s) => (s.match(/-?[\\d.]+(?:e-?\\d+)?(?:px|%)?/g) || []);
   const length = (token, whole) => token.endsWith("%") ? parseFloat(token) * whole / 100 : parseFloat(token);
@@ -59,7 +63,8 @@ READ_DOM = """
       let area = 0;
       points.forEach((p, i) => {
         const q = points[(i + 1) % points.length];
-        area += length(p[0], box.width) * length(q[1], box.height) - length(q[0], box.width) * length(p[1], box.height);
+        const [px, py] = [length(p[0], box.width), length(p[1], box.height)];
+        area += px * length(q[1], box.height) - length(q[0], box.width) * py;
       });
       return Math.abs(area) / 2 < 1;
     }
@@ -128,7 +133,8 @@ READ_DOM = """
     return (hi + 0.05) / (lo + 0.05) < 1.1;
   };
   const offPage = (r) =>
-    r.bottom + scrollY <= 0 || r.top + scrollY >= pageH || r.left + scrollX >= pageW || (!rtl && r.right + scrollX <= 0);
+    r.bottom + scrollY <= 0 || r.top + scrollY >= pageH || r.left + scrollX >= pageW
+    || (!rtl && r.right + scrollX <= 0);
   const outside = (r, box, s) =>
     (clips(s.overflowX) && (r.right <= box.left || r.left >= box.right))
     || (clips(s.overflowY) && (r.bottom <= box.top || r.top >= box.bottom));
@@ -179,13 +185,17 @@ READ_DOM = """
   const unseen = [];
   if (document.body) {
     const dropped = new Set(drop);
-    const inDropped = (e) => { for (let at = e; at; at = at.parentElement) if (dropped.has(at)) return true; return false; };
+    const inDropped = (e) => {
+      for (let at = e; at; at = at.parentElement) if (dropped.has(at)) return true;
+      return false;
+    };
     const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
     const range = document.createRange();
     while (walker.nextNode()) {
       const text = walker.currentNode;
       const parent = text.parentElement;
-      if (!parent || skip.has(parent.tagName) || controls.has(parent.tagName) || !/\\S/.test(text.data)) continue;
+      if (!parent || skip.has(parent.tagName) || controls.has(parent.tagName)) continue;
+      if (!/\\S/.test(text.data)) continue;
       if (parent.closest("svg") && parent.tagName !== "text" && parent.tagName !== "tspan") continue;
       if (inDropped(parent)) continue;
       const s = style(parent);
