@@ -118,7 +118,9 @@ async def test_a_navigation_to_a_refused_address_is_not_made_and_the_page_stays(
     )
     assert ORIGIN in rendered.html.decode()
     assert "navigation" in rendered.refused_in_browser
+    assert not rendered.truncated
     assert all(c == f"127.0.0.1:{site.port}" for c in rendered.egress.connected)
+    assert not rendered.truncated  # read once parsed, not held to the deadline and cut
 
 
 async def test_a_form_post_to_another_site_is_not_sent(site: Site) -> None:
@@ -131,6 +133,7 @@ async def test_a_form_post_to_another_site_is_not_sent(site: Site) -> None:
     rendered = await site.render(page)
     assert ORIGIN in rendered.html.decode()
     assert not any(line.startswith("POST") for line in site.requests)
+    assert not rendered.truncated
 
 
 async def test_a_page_that_keeps_navigating_is_followed_a_bounded_number_of_times(site: Site) -> None:

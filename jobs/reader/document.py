@@ -158,7 +158,11 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
-        script_shell=is_script_shell(reduction.shell, shown_chars(reduction.blocks)),
+        script_shell=is_script_shell(
+            reduction.shell,
+            shown_chars(reduction.blocks),
+            sum(len(block.text) for block in reduction.blocks),
+        ),
     )
 
 

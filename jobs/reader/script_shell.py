@@ -50,6 +50,10 @@ PLACEHOLDER = re.compile(
     r"loading|please wait|an unhandled error has occurred|enable javascript|javascript is required"
 )
 PLACEHOLDER_MAX_CHARS = 60
+# All of its readable text, chrome included, below which that judgement is made: a shell's server
+# writes a menu, a notice and a footer, not pages of them; an article a site wrapped in classes
+# the chrome bits misread has far more.
+SHELL_MAX_READABLE = 1500
 MOUNT_IDS = frozenset(
     {
         "root",
@@ -167,7 +171,7 @@ def shown_chars(blocks: Iterable[_Text]) -> int:
     return shown
 
 
-def is_script_shell(signals: ShellSignals, shown: int) -> bool:
-    """A shell: next to nothing of its own to show (``shown_chars``), and the markup of an app
-    that builds it in the browser."""
-    return shown < SHELL_MAX_CHARS and signals.looks_like_shell()
+def is_script_shell(signals: ShellSignals, shown: int, readable: int = 0) -> bool:
+    """A shell: next to nothing of its own to show (``shown_chars``) and little text at all
+    (``readable``), and the markup of an app that builds it in the browser."""
+    return shown < SHELL_MAX_CHARS and readable < SHELL_MAX_READABLE and signals.looks_like_shell()

@@ -185,10 +185,14 @@ class PageRenderer:
             if not settled:
                 # A page that never finishes loading is read as far as it got; one that stayed
                 # after a refused navigation once its document is parsed and quiet a moment.
-                with contextlib.suppress(Exception):  # at least the document itself, if time allows
-                    await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
-                    if committed and moves.refused:
-                        await asyncio.sleep(min(REFUSED_QUIET_S, left(READ_RESERVE_S)))
+                if committed and moves.refused:
+                    # Playwright's own load states stay unsure after a refused navigation: the
+                    # document's readiness is asked instead.
+                    settled = await _until_parsed(page, left(READ_RESERVE_S))
+                    await asyncio.sleep(min(REFUSED_QUIET_S, left(READ_RESERVE_S)))
+                else:
+                    with contextlib.suppress(Exception):  # at least the document, if time allows
+                        await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
             else:
                 # The requests its scripts start after load (the app's data): until none was in
                 # flight for 500 ms, or the bound.
@@ -220,6 +224,18 @@ class PageRenderer:
                 )
             return str(html), int(hidden), bool(cut), settled
         raise Timeout("the page kept navigating itself and could not be read")
+
+
+async def _until_parsed(page: Page, seconds: float) -> bool:
+    """Until the document is parsed (its readyState past "loading"), or ``seconds``; whether it was."""
+    end = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < end:
+        with contextlib.suppress(Exception):
+            state = await asyncio.wait_for(page.evaluate("document.readyState"), 1.0)
+            if state != "loading":
+                return True
+        await asyncio.sleep(0.1)
+    return False
 
 
 async def _wait_for_refresh(page: Page, moves: Navigations, seconds: float) -> None:

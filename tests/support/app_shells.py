@@ -193,6 +193,17 @@ NOT_SHELLS: dict[str, str] = {
         + '</article></div><script id="__NEXT_DATA__" type="application/json">{}</script>'
         '<script src="/_next/main.js"></script></body></html>'
     ),
+    **SHORT_PAGES,
+    "short-custom-element": (
+        "<!doctype html><html><head><script type=module src=/x-card.js></script></head><body>"
+        "<x-card><p>Tickets for the Saturday concert are sold out; returns go on sale at noon.</p>"
+        "</x-card></body></html>"
+    ),
+    "react-short-notice": (
+        "<!doctype html><html><head><script type=module src=/assets/index.js></script></head><body>"
+        "<nav><a href=/>Home</a></nav><div id=root><p>This service is paused for maintenance until "
+        "Tuesday morning.</p></div><footer>Example Ltd</footer></body></html>"
+    ),
 }
 
 
