@@ -149,6 +149,7 @@ def select_main(reduction: Reduction) -> Selection:
     kept = _trim(kept, blocks, weights, base)
     body = _body(kept, reduction.containers, weights, prose, best)
     kept = _within_body(kept, blocks, weights, body)
+    kept = _with_pictures(kept, blocks, body, base)
     kept = _without_headline(kept, blocks, title)
     chosen = [blocks[index] for index in kept]
     if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
@@ -252,6 +253,20 @@ def _within_body(kept: list[int], blocks: list[Block], weights: list[float], bod
         or (index < body.start and (blocks[index].bits & HEADING or weights[index] > 0))
         or (index >= body.end and blocks[index].bits & (TABLE | PRE))
     ]
+
+
+def _with_pictures(kept: list[int], blocks: list[Block], body: Container, base_bits: int) -> list[int]:
+    """The alt text of the article's own pictures (a block with no plain text: Markdown shows it),
+    between the first and the last block kept, inside the body and not in its furniture."""
+    if not kept:
+        return kept
+    low, high = max(kept[0], body.start), min(kept[-1], body.end - 1)
+    pictures = [
+        index
+        for index in range(low, high)
+        if not blocks[index].text and not blocks[index].bits & ~base_bits & FURNITURE
+    ]
+    return sorted({*kept, *pictures}) if pictures else kept
 
 
 def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:
@@ -483,6 +498,8 @@ def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, 
 def join_blocks(blocks: list[Block]) -> str:
     parts: list[str] = []
     for block in blocks:
+        if not block.text:
+            continue  # an image's alt text alone: Markdown shows it, the plain text never did
         if parts:
             parts.append(block.sep)
         parts.append(block.text)

@@ -25,6 +25,7 @@ MAX_BLOCK_CHARS = 65_536
 STRIP_EVERY = 8_192
 MAX_TITLE = 1000
 MAX_ALT = 300  # characters of an image's alt text that Markdown shows
+MAX_PENDING_ALTS = 32  # images in a row outside any text (a gallery) whose alt text is kept
 # A chunk of a line's text that only Markdown shows (an image's alt text), never the plain text.
 EXTRA = -2
 
@@ -107,7 +108,9 @@ class BlockWriter:
         self._marked: dict[int, tuple[list[str], list[int]]] = {}  # by index in _lines
         self._block_frame: Frame | None = None
         self._outside_code = False
-        self._pending_alt: tuple[int, str] | None = None
+        # Alt texts of images met outside any text so far: they join the next text of the same
+        # line, or become a block of their own at the next boundary.
+        self._pending_alts: list[tuple[str, int, int, str, Frame | None]] = []
 
     def text(self, data: str) -> None:
         bits = self._at.bits
@@ -165,16 +168,30 @@ class BlockWriter:
             return
         if self._open:
             self._extra(text)
-        else:
-            self._pending_alt = (self._at.block_id, text)
+        elif len(self._pending_alts) < MAX_PENDING_ALTS:
+            at = self._at
+            self._pending_alts.append((text, at.block_id, at.bits, at.kind, at.frame))
 
     def boundary(self, sep: str) -> None:
         """A block-level element starts or ends here (``sep`` "\\n"), or a table cell ("\\t")."""
-        self._pending_alt = None
         if self._open:
             self.flush()
+        if self._pending_alts:
+            self._alt_block()
         if sep == "\n" or not self._pending:
             self._pending = sep
+
+    def _alt_block(self) -> None:
+        """Images that stood apart from any text (alone in a paragraph, a figure, a linked
+        picture): a block with no plain text whose Markdown is their alt text."""
+        alts = self._pending_alts
+        self._pending_alts = []
+        if len(self.blocks) >= MAX_BLOCKS:
+            return
+        _, parent, bits, kind, frame = alts[0]
+        line = " ".join(alt for alt, *_ in alts)
+        self.blocks.append(Block("", self._pending or "\n", kind, bits, 0, parent, frame, (((line, -1),),)))
+        self._pending = ""
 
     def start_title(self) -> None:
         self._title = []
@@ -259,11 +276,11 @@ class BlockWriter:
         self._block_frame = at.frame
         self._outside_code = False
         self._marked_line = self._link >= 0
-        pending = self._pending_alt
-        if pending is not None:
-            self._pending_alt = None
-            if pending[0] == at.block_id:
-                self._extra(pending[1])
+        if self._pending_alts:
+            alts = self._pending_alts
+            self._pending_alts = []
+            for alt, *_ in alts:
+                self._extra(alt)
 
     def _switch_link(self, link: int) -> None:
         # The text so far is stripped into a chunk of its own, so each chunk has one link.
