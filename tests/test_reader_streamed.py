@@ -22,7 +22,7 @@ URL = "https://news.example.test/a"
 PROSE = "The council approved the new budget after a long debate about schools and roads in town."
 MORE = "Spending on libraries rises by a tenth, and the bus routes to the north end are kept."
 
-RUNTIME = '<script>$RC=function(b,c){/* moves c into b */};</script>'
+RUNTIME = "<script>$RC=function(b,c){/* moves c into b */};</script>"
 
 
 async def read(page: str, **kwargs: Any) -> tuple[str, str, int]:
@@ -112,7 +112,9 @@ async def test_streamed_markdown_keeps_the_segments_structure() -> None:
         "<div hidden id='S:0'><h2>How</h2><ul><li>First step</li><li>Second step</li></ul></div>"
         '<script>$RC("B:0","S:0")</script>'
     )
-    assembled = "<main><h1>Steps</h1><div><h2>How</h2><ul><li>First step</li><li>Second step</li></ul></div></main>"
+    assembled = (
+        "<main><h1>Steps</h1><div><h2>How</h2><ul><li>First step</li><li>Second step</li></ul></div></main>"
+    )
     markdown, _, _ = await read(page, format="markdown")
     assert markdown == (await read(assembled, format="markdown"))[0]
     assert markdown.startswith("# Steps\n\n## How\n\n- First step\n")
