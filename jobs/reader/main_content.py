@@ -150,13 +150,59 @@ def select_main(reduction: Reduction) -> Selection:
     body = _body(kept, reduction.containers, weights, prose, best)
     kept = _within_body(kept, blocks, weights, body)
     kept = _with_pictures(kept, blocks, body, base)
+    sole = _sole_article(reduction, best)
+    kept = _with_lists(kept, blocks, weights, sole, base)
     kept = _without_headline(kept, blocks, title)
     chosen = [blocks[index] for index in kept]
-    if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
+    chosen_prose = prose[best.end] - prose[best.start]
+    if sole is not None and sole.own_bits & ARTICLE and chosen_prose >= MIN_PROSE / 2:
+        # The page's one <article> is its main content however short it is, or however many of
+        # its lines are links (a programme, a reading list): the page says so itself.
+        return Selection(chosen, "main")
+    inside = blocks[best.start : best.end]
+    # In the page's one <main>, a list of links is its content (a programme under its intro);
+    # the other checks still stand, so a results table or an index page still falls back.
+    if _implausible(chosen, inside, chosen_prose, prose[-1], listing=sole is None):
         return Selection(blocks, "full")
     if _leaves_out_text(blocks, kept, teasers):
         return Selection(blocks, "full")
     return Selection(chosen, "main")
+
+
+def _sole_article(reduction: Reduction, best: Container) -> Container | None:
+    """The page's only <article> (or role=article), else its only <main>, when it holds the chosen
+    container: an index page has many articles, a single story one."""
+    for kind in (ARTICLE, MAIN):
+        found = [container for container in reduction.containers if container.own_bits & kind]
+        if found:
+            only = found[0]
+            if len(found) == 1 and only.start <= best.start and best.end <= only.end:
+                return only
+            return None
+    return None
+
+
+def _with_lists(
+    kept: list[int], blocks: list[Block], weights: list[float], around: Container | None, base_bits: int
+) -> list[int]:
+    """The article's own lists of links, when they are its content: in the page's sole <article>
+    or <main>, lists whose items are mostly links and hold more text than its prose (a programme
+    under a short intro, a reading list), outside parts named like furniture. An article of prose
+    with a list of links in it keeps its prose only: that list is "more on this" or "related"."""
+    if around is None or not kept:
+        return kept
+    lists = [
+        index
+        for index in range(around.start, around.end)
+        if blocks[index].bits & LIST
+        and blocks[index].text
+        and not blocks[index].bits & ~base_bits & (FURNITURE | DISCARD_HINT | BOILERPLATE_HINT)
+    ]
+    listed = sum(len(blocks[index].text) for index in lists if index not in kept)
+    prose = sum(weights[index] for index in range(around.start, around.end) if weights[index] > 0)
+    if listed <= prose:
+        return kept
+    return sorted({*kept, *lists})
 
 
 @dataclass(frozen=True)
@@ -481,13 +527,24 @@ def _leaves_out_text(blocks: list[Block], kept: list[int], teasers: list[int]) -
     return left > LEFT_OUT * chosen
 
 
-def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float) -> bool:
+def _implausible(
+    chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float, *, listing: bool = True
+) -> bool:
     """True when the choice is not a page's main content: fall back to the full text.
 
     Nothing chosen; a page with hardly any prose (a product page, a registry record of table
     cells); a choice that is mostly links (a list of headlines: an index page); or a choice that
     holds less than half of the page's prose (teasers spread over an index page, or a wrong guess).
     """
+    if not listing:
+        # The page's one <main> around a list: an intro of a line or two and the list it leads to.
+        text = sum(len(b.text) for b in chosen)
+        return (
+            not chosen
+            or all_prose < MIN_PROSE / 2
+            or text < MIN_PROSE
+            or chosen_prose < MAIN_SHARE * all_prose
+        )
     if not chosen or all_prose < MIN_PROSE or chosen_prose < MAIN_SHARE * all_prose:
         return True
     chars = sum(len(b.text) for b in inside)
