@@ -32,6 +32,7 @@ agree); none names a site.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -119,13 +120,17 @@ def weight(block: Block) -> float:
 
 
 def select_full(reduction: Reduction) -> Selection:
-    return Selection(reduction.blocks, "full")
+    blocks = reduction.blocks
+    pictures = reduction.pictures
+    if not pictures:
+        return Selection(blocks, "full")
+    return Selection(_merged(blocks, range(len(blocks)), pictures), "full")
 
 
 def select_main(reduction: Reduction) -> Selection:
     blocks = _unwrapped(reduction)
     if not blocks:
-        return Selection(blocks, "full")
+        return select_full(reduction)
     title = Title.of(reduction.title)
     teasers = _teasers(reduction, title)
     weights = _weights(blocks, teasers, title)
@@ -149,7 +154,6 @@ def select_main(reduction: Reduction) -> Selection:
     kept = _trim(kept, blocks, weights, base)
     body = _body(kept, reduction.containers, weights, prose, best)
     kept = _within_body(kept, blocks, weights, body)
-    kept = _with_pictures(kept, blocks, body, base)
     sole = _sole_article(reduction, best)
     kept = _with_lists(kept, blocks, weights, sole, base)
     kept = _without_headline(kept, blocks, title)
@@ -158,15 +162,15 @@ def select_main(reduction: Reduction) -> Selection:
     if sole is not None and sole.own_bits & ARTICLE and chosen_prose >= MIN_PROSE / 2:
         # The page's one <article> is its main content however short it is, or however many of
         # its lines are links (a programme, a reading list): the page says so itself.
-        return Selection(chosen, "main")
+        return Selection(_with_pictures(kept, blocks, reduction.pictures, body, base), "main")
     inside = blocks[best.start : best.end]
     # In the page's one <main>, a list of links is its content (a programme under its intro);
     # the other checks still stand, so a results table or an index page still falls back.
     if _implausible(chosen, inside, chosen_prose, prose[-1], listing=sole is None):
-        return Selection(blocks, "full")
+        return select_full(reduction)
     if _leaves_out_text(blocks, kept, teasers):
-        return Selection(blocks, "full")
-    return Selection(chosen, "main")
+        return select_full(reduction)
+    return Selection(_with_pictures(kept, blocks, reduction.pictures, body, base), "main")
 
 
 def _sole_article(reduction: Reduction, best: Container) -> Container | None:
@@ -301,18 +305,34 @@ def _within_body(kept: list[int], blocks: list[Block], weights: list[float], bod
     ]
 
 
-def _with_pictures(kept: list[int], blocks: list[Block], body: Container, base_bits: int) -> list[int]:
-    """The alt text of the article's own pictures (a block with no plain text: Markdown shows it),
-    between the first and the last block kept, inside the body and not in its furniture."""
+def _with_pictures(
+    kept: list[int], blocks: list[Block], pictures: list[tuple[int, Block]], body: Container, base_bits: int
+) -> list[Block]:
+    """The chosen blocks with the article's own pictures (their alt text, which Markdown shows):
+    those that stand between the first and the last block kept, inside the body, and not in its
+    furniture."""
     if not kept:
-        return kept
-    low, high = max(kept[0], body.start), min(kept[-1], body.end - 1)
-    pictures = [
-        index
-        for index in range(low, high)
-        if not blocks[index].text and not blocks[index].bits & ~base_bits & FURNITURE
+        return []
+    low, high = max(kept[0], body.start) + 1, min(kept[-1], body.end)
+    inside = [
+        (position, picture)
+        for position, picture in pictures
+        if low <= position <= high and not picture.bits & ~base_bits & FURNITURE
     ]
-    return sorted({*kept, *pictures}) if pictures else kept
+    return _merged(blocks, kept, inside)
+
+
+def _merged(blocks: list[Block], kept: Sequence[int], pictures: list[tuple[int, Block]]) -> list[Block]:
+    """The kept blocks with each picture before the block it stood before (or last)."""
+    merged: list[Block] = []
+    at = 0
+    for index in kept:
+        while at < len(pictures) and pictures[at][0] <= index:
+            merged.append(pictures[at][1])
+            at += 1
+        merged.append(blocks[index])
+    merged.extend(picture for _, picture in pictures[at:])
+    return merged
 
 
 def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:

@@ -81,6 +81,10 @@ class BlockWriter:
         self._at = context
         self.blocks: list[Block] = []
         self.containers: list[Container] = []
+        # Images that stood apart from any text, as blocks with no plain text whose Markdown is
+        # their alt text, each with the index of the block it stands before. They are kept apart
+        # from the blocks so that choosing the main content never sees them.
+        self.pictures: list[tuple[int, Block]] = []
         self.hidden = 0  # characters of hidden text and invisible characters dropped
         self.full = False  # MAX_BLOCKS reached: the reduction stops
         self._pieces: list[str] = []  # raw text of the current line, not yet stripped
@@ -183,15 +187,15 @@ class BlockWriter:
 
     def _alt_block(self) -> None:
         """Images that stood apart from any text (alone in a paragraph, a figure, a linked
-        picture): a block with no plain text whose Markdown is their alt text."""
+        picture): a picture, a block with no plain text whose Markdown is their alt text."""
         alts = self._pending_alts
         self._pending_alts = []
-        if len(self.blocks) >= MAX_BLOCKS:
+        if len(self.pictures) >= MAX_BLOCKS:
             return
         _, parent, bits, kind, frame = alts[0]
         line = " ".join(alt for alt, *_ in alts)
-        self.blocks.append(Block("", self._pending or "\n", kind, bits, 0, parent, frame, (((line, -1),),)))
-        self._pending = ""
+        picture = Block("", "\n", kind, bits, 0, parent, frame, (((line, -1),),))
+        self.pictures.append((len(self.blocks), picture))
 
     def start_title(self) -> None:
         self._title = []
@@ -220,6 +224,8 @@ class BlockWriter:
         (the option of a drop-down that turned out not to be the one it shows)."""
         del self.blocks[blocks:]
         del self.containers[containers:]
+        while self.pictures and self.pictures[-1][0] > blocks:
+            self.pictures.pop()
 
     def flush(self) -> None:
         """End the current block: its lines, cleaned and collapsed, become one Block."""

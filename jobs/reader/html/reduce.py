@@ -64,6 +64,9 @@ class Reduction:
     complete: bool  # False when stopped early: the CPU budget, or the block cap
     declarations: Declarations  # what the page declares about itself, for its metadata
     shell: ShellSignals = field(default_factory=ShellSignals)  # the app-shell signals of the markup
+    # Images apart from any text: (the index of the block each stands before, a block with no
+    # plain text whose Markdown is the alt text), in page order.
+    pictures: list[tuple[int, Block]] = field(default_factory=list)
 
 
 class Reducer:
@@ -135,7 +138,7 @@ class Reducer:
 
     def result(self) -> Reduction:
         writer = self._writer
-        self._streamed.move_into_place(writer.blocks, writer.containers)
+        self._streamed.move_into_place(writer.blocks, writer.containers, writer.pictures)
         title, invisible = writer.title()
         return Reduction(
             blocks=writer.blocks,
@@ -147,6 +150,7 @@ class Reducer:
             complete=self._complete,
             declarations=self._declarations,
             shell=self._shell,
+            pictures=writer.pictures,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:

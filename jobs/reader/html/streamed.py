@@ -79,7 +79,9 @@ class Streamed:
             self._calls = calls
         return self._calls
 
-    def move_into_place(self, blocks: list[Block], containers: list[Container]) -> None:
+    def move_into_place(
+        self, blocks: list[Block], containers: list[Container], pictures: list[tuple[int, Block]]
+    ) -> None:
         """Move each shown segment's blocks to where its placeholder stood, in page order."""
         if not self.segments:
             return
@@ -95,6 +97,14 @@ class Streamed:
             if not at < start < end:
                 continue  # a placeholder after its content, or nothing to move: left as it is
             _move(blocks, containers, start, end, at, around)
+            # A picture inside the segment moves with it; one between the two shifts.
+            pictures[:] = sorted(
+                (
+                    ((p - start + at if start <= p < end else _gap(p, start, end, at)), picture)
+                    for p, picture in pictures
+                ),
+                key=lambda item: item[0],
+            )
             inherited = bits & ~_NOT_INHERITED
             for block in blocks[at : at + end - start]:
                 block.bits |= inherited
