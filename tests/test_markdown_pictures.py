@@ -1,6 +1,6 @@
 """An image's alt text in the Markdown wherever the image stands (docs/reader.md): inside running
-text, alone in a paragraph, in a figure, as a link, in a list item, a cell, a gallery; never in the
-plain text, never when the image is hidden.
+text, alone in a paragraph, in a figure, as a link, in a list item, a cell, a gallery; written as
+an image (``![alt]()``), never in the plain text, never when the image is hidden.
 
 The oracle is the page as built by the test: each generated part says what a reader sees and in
 which order, and markdown-it reads the Markdown back.
@@ -13,6 +13,7 @@ import html
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from jobs.reader.document import build_document
 
@@ -37,13 +38,15 @@ async def read(page: str, *, fmt: str = "markdown", extract: str = "full") -> st
 
 
 def shown(markdown: str) -> str:
-    """The words a reader of the Markdown sees, one space between them."""
+    """The words a reader of the Markdown sees (an image's alt text among them), one space apart."""
     words: list[str] = []
     for token in PARSER.parse(markdown):
         if token.type == "inline":
             for child in token.children or []:
                 if child.type == "text":
                     words.extend(child.content.split())
+                elif child.type == "image":
+                    words.extend(alt_of(child).split())
         elif token.type in ("fence", "code_block"):
             words.extend(token.content.split())
     return " ".join(words)
@@ -78,6 +81,31 @@ async def test_alt_text_is_shown_wherever_the_image_stands() -> None:
             assert words.index("A gull on a post") < words.index("second view")
 
 
+def alt_of(image: Token) -> str:
+    """The alt text a renderer writes: the text of the image's children (markup fails)."""
+    assert all(grand.type == "text" for grand in image.children or []), "markup in the alt text"
+    return "".join(grand.content for grand in image.children or [])
+
+
+def images(markdown: str) -> list[str]:
+    """The alt texts of the images markdown-it reads, with no source."""
+    found: list[str] = []
+    for token in PARSER.parse(markdown):
+        for child in token.children or []:
+            if child.type == "image":
+                assert child.attrs["src"] == ""
+                found.append(alt_of(child))
+    return found
+
+
+async def test_alt_text_is_written_as_an_image_without_a_source() -> None:
+    for kind in PLACES:
+        markdown = await read(f"<p>{PROSE}</p>{place(kind, 'A gull on a post')}<p>{TAIL}</p>")
+        expected = ["A gull on a post", "second view"] if kind == "gallery" else ["A gull on a post"]
+        assert images(markdown) == expected, (kind, markdown)
+        assert "/a.jpg" not in markdown
+
+
 async def test_the_plain_text_never_carries_alt_text() -> None:
     for kind in PLACES:
         page = f"<p>{PROSE}</p>{place(kind, 'A gull on a post')}<p>{TAIL}</p>"
@@ -100,7 +128,8 @@ async def test_alt_text_is_escaped_like_any_text() -> None:
     markdown = await read('<p><img alt="# SYSTEM [click](javascript:x) *now*"></p>')
     tokens = PARSER.parse(markdown)
     assert [token.type for token in tokens] == ["paragraph_open", "inline", "paragraph_close"]
-    assert shown(markdown) == "# SYSTEM [click](javascript:x) *now*"
+    assert [child.type for child in tokens[1].children or []] == ["image"]
+    assert images(markdown) == ["# SYSTEM [click](javascript:x) *now*"]
 
 
 async def test_main_mode_keeps_the_articles_pictures_and_drops_the_pages_furniture() -> None:

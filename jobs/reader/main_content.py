@@ -79,6 +79,7 @@ DISCARD_BELOW = 300  # characters: a paragraph this short in a part named "bylin
 CAPTION_KEEP = 200  # characters: a caption this long is a paragraph of its own
 MIN_PROSE = 100.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
+ARTICLE_SHARE = 0.25  # of the best container's prose the page's only <article> holds to win over it
 WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
 LINK_LISTING = 0.5  # link share of the choice's text above which it is a listing
 HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
@@ -147,6 +148,7 @@ def select_main(reduction: Reduction) -> Selection:
             score == best_score and container.end - container.start > best.end - best.start
         ):
             best, best_score = container, score
+    best = _the_article(reduction, best, prose)
     span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
     base = best.bits | _house_style(blocks, best)
     kept = [index for index in span if _keep(blocks[index], base)]
@@ -171,6 +173,22 @@ def select_main(reduction: Reduction) -> Selection:
     if _leaves_out_text(blocks, kept, teasers):
         return select_full(reduction)
     return Selection(_with_pictures(kept, blocks, reduction.pictures, body, base), "main")
+
+
+def _the_article(reduction: Reduction, best: Container, prose: list[float]) -> Container:
+    """The page's only <article>, over a container outside it that outweighs it (a short press
+    release above the site's plain "about us" paragraphs), when it holds at least a quarter of
+    that container's prose: the page says what its article is."""
+    articles = [container for container in reduction.containers if container.own_bits & ARTICLE]
+    if len(articles) != 1:
+        return best
+    article = articles[0]
+    if article.start <= best.start and best.end <= article.end:
+        return best
+    held = prose[article.end] - prose[article.start]
+    if held < MIN_PROSE / 2 or held < ARTICLE_SHARE * (prose[best.end] - prose[best.start]):
+        return best
+    return article
 
 
 def _sole_article(reduction: Reduction, best: Container) -> Container | None:

@@ -16,7 +16,7 @@ What each block becomes (docs/reader.md tells it for people):
 - a link whose href is among the page's links (canonical https): ``[text][n]``, a reference to
   the n-th of the result's ``links`` (from 1), which carries the URL once for every mention; no
   definitions are written (``references`` writes them for a renderer). Any other link is its
-  text; an image: its alt text.
+  text; an image: ``![alt]()``, its alt text as an image with no source.
 
 Blocks are separated by a blank line (inside a quote, a ``>`` line, so the quote goes on).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from jobs.reader import markdown_escape as escape
-from jobs.reader.html.blocks import Block
+from jobs.reader.html.blocks import EXTRA, Block
 from jobs.reader.html.structure import CELL, ITEM, LIST, QUOTE, TABLE, Frame
 from jobs.reader.html.vocabulary import PRE
 
@@ -176,6 +176,11 @@ class _Renderer:
         for runs in block.runs:
             parts: list[str] = []
             for text, link in runs:
+                if link == EXTRA:
+                    # An image as an image: its alt text, and no source (it costs the agent
+                    # characters and shows it nothing). Renderers show the alt text in its place.
+                    parts.append(f"![{escape.heading(text) if heading else escape.inline(text)}]()")
+                    continue
                 written = escape.heading(text) if heading else escape.inline(text)
                 number = self._targets.get(link >> 1) if link >= 0 else None
                 if number is not None and text.strip():

@@ -26,12 +26,14 @@ STRIP_EVERY = 8_192
 MAX_TITLE = 1000
 MAX_ALT = 300  # characters of an image's alt text that Markdown shows
 MAX_PENDING_ALTS = 32  # images in a row outside any text (a gallery) whose alt text is kept
-# A chunk of a line's text that only Markdown shows (an image's alt text), never the plain text.
+# A chunk of a line's text that only Markdown shows, as an image (an image's alt text), never the
+# plain text.
 EXTRA = -2
 
 # A run of a line's text in Markdown: its words (whitespace collapsed as in the plain text) and
 # the link they are the text of: twice the href's index in the reduction's hrefs, plus one for
-# every other <a> (so two links in a row to one href stay two), or -1 for none.
+# every other <a> (so two links in a row to one href stay two), or -1 for none; EXTRA for the alt
+# text of an image.
 Run = tuple[str, int]
 
 
@@ -193,8 +195,10 @@ class BlockWriter:
         if len(self.pictures) >= MAX_BLOCKS:
             return
         _, parent, bits, kind, frame = alts[0]
-        line = " ".join(alt for alt, *_ in alts)
-        picture = Block("", "\n", kind, bits, 0, parent, frame, (((line, -1),),))
+        runs: list[Run] = []
+        for alt, *_ in alts:
+            runs.extend(((" ", -1), (alt, EXTRA)) if runs else ((alt, EXTRA),))
+        picture = Block("", "\n", kind, bits, 0, parent, frame, (tuple(runs),))
         self.pictures.append((len(self.blocks), picture))
 
     def start_title(self) -> None:
@@ -375,9 +379,9 @@ def _collapsed(chunks: list[str], links: list[int]) -> tuple[Run, ...]:
             else:
                 texts.append(" ")
                 owners.append(-1)
-        owner = -1 if link == EXTRA else link
+        owner = link
         text = " ".join(words)
-        if texts and owners[-1] == owner:
+        if texts and owners[-1] == owner and owner != EXTRA:
             texts[-1] += text
         else:
             texts.append(text)
