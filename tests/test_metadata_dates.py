@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.reader.metadata.dates import date_in_text, iso_date
@@ -45,6 +45,7 @@ def written(day: dt.date, form: int) -> str:
 # Bylines under the headline
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     days, st.integers(0, 6), st.sampled_from(["Published {}", "{} | Politics", "Posted on {} by staff", "{}"])
 )
@@ -88,6 +89,7 @@ async def test_a_declared_date_wins_over_the_byline() -> None:
 # Microdata on visible elements
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(days, st.integers(0, 6), st.sampled_from(["span", "div", "p", "strong"]))
 async def test_item_date_published_on_an_element_without_content_is_read_from_its_text(
     day: dt.date, form: int, tag: str
@@ -121,6 +123,7 @@ async def test_item_date_published_in_the_furniture_or_not_a_date_gives_none() -
 # How journals and meta tags write dates
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(days)
 async def test_citation_publication_date_written_year_month_day(day: dt.date) -> None:
     for value in (
@@ -146,6 +149,7 @@ def test_a_time_with_an_impossible_zone_is_no_date(raw: str) -> None:
     assert iso_date(raw) is None
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2025, 1, 1)),
     st.integers(-14 * 60, 14 * 60).filter(lambda minutes: minutes % 15 == 0),

@@ -247,10 +247,6 @@ def _dates(built: Builder, declared: Declarations, found: jsonld.JsonLd, reducti
             built.date("published", item.value, "meta")
         elif not item.furniture:
             built.date("published", _shown_date(reduction, item.block), "html")
-    in_content = [tag for tag in times if tag.in_content and not tag.furniture and not tag.role]
-    elsewhere = [tag for tag in times if not tag.furniture and not tag.role]
-    for tag in in_content or elsewhere[:1]:
-        built.date("published", tag.datetime, "time")
 
 
 def _authors(built: Builder, declared: Declarations, found: jsonld.JsonLd) -> None:
@@ -265,6 +261,14 @@ def _undeclared(built: Builder, reduction: Reduction, url: str) -> None:
     """The URL's date and the byline: only for what no declaration gave."""
     if not built.has("published"):
         built.date("published", url_date(url), "url")
+    if not built.has("published"):
+        # A <time> that says nothing of what it dates: the article's own, or a teaser's in a
+        # "related" rail inside it. The URL's date, when there is one, is the surer of the two.
+        times = reduction.declarations.times
+        in_content = [tag for tag in times if tag.in_content and not tag.furniture and not tag.role]
+        elsewhere = [tag for tag in times if not tag.furniture and not tag.role]
+        for tag in in_content or elsewhere[:1]:
+            built.date("published", tag.datetime, "time")
     if built.has("published") and built.has("author"):
         return
     line = byline(reduction)
