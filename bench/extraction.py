@@ -92,6 +92,7 @@ class Run:
     seconds: list[float] = field(default_factory=list)
     fell_back: set[str] = field(default_factory=set)
     raw: dict[str, str] = field(default_factory=dict)  # the result's text as the agent gets it
+    resolved: dict[str, str] = field(default_factory=dict)  # Markdown with its references defined
 
 
 # Metrics ------------------------------------------------------------------------------------
@@ -240,11 +241,8 @@ async def run_ours(pages: list[Page], extract: str, fmt: str = "text") -> Run:
         )
         run.seconds.append(time.process_time() - started)
         run.raw[page.key] = document.text
-        run.texts[page.key] = (
-            document.text
-            if fmt == "text"
-            else markdown_text(f"{document.text}\n\n{references(document.links)}")
-        )
+        run.resolved[page.key] = f"{document.text}\n\n{references(document.links)}"
+        run.texts[page.key] = document.text if fmt == "text" else markdown_text(run.resolved[page.key])
         if extract == "main" and document.extraction == "full":
             run.fell_back.add(page.key)
     return run
@@ -441,6 +439,7 @@ async def main() -> None:
     parser.add_argument("--languages", action="store_true", help="F1 per language of the page")
     parser.add_argument("--halves", action="store_true", help="F1 on each fixed half of each corpus")
     parser.add_argument("--ours-only", action="store_true", help="skip trafilatura and readability")
+    parser.add_argument("--structure", action="store_true", help="only the headings and list items marked")
     args = parser.parse_args()
     others = {} if args.ours_only else competitors()
     ran = False
@@ -450,12 +449,17 @@ async def main() -> None:
             print(f"{corpus}: skipped, {DATA / corpus} is absent")
             continue
         ran = True
-        runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
         markdown_runs = [await run_ours(pages, "main", "markdown"), await run_ours(pages, "full", "markdown")]
+        structured = {f"{run.name}": run.resolved for run in markdown_runs}
+        if args.structure:
+            if (theirs := trafilatura_markdown(pages)) is not None:
+                structured["trafilatura markdown"] = theirs
+            report_structure(corpus, pages, structured)
+            continue
+        runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
         runs += [run_competitor(pages, name, fn) for name, fn in others.items()]
         report(corpus, pages, runs)
         report_formats(corpus, pages, runs[:2], markdown_runs)
-        structured = {f"{run.name}": run.raw for run in markdown_runs}
         if not args.ours_only and (theirs := trafilatura_markdown(pages)) is not None:
             structured["trafilatura markdown"] = theirs
         report_structure(corpus, pages, structured)

@@ -9,8 +9,9 @@ or a list item, whose text starts with the gold text's first KEY_CHARS character
 spacing aside): a list item's text includes its nested lists, so only its beginning is compared.
 Gold that an extractor drops counts as unmarked, as it does for the reader.
 
-Used by bench/extraction.py, which prints ours (main and full, Markdown) beside trafilatura's
-Markdown (``output_format="markdown"``) from the same pages in the same run.
+Our Markdown is read with its ``[text][n]`` references defined by the result's links. Used by
+bench/extraction.py, which prints ours (main and full, Markdown) beside trafilatura's Markdown
+(``output_format="markdown"``) from the same pages in the same run (``--structure``: only this).
 """
 
 from __future__ import annotations
@@ -72,12 +73,17 @@ def marked(markdown: str) -> Marked:
 
 
 def _text(node: object) -> str:
+    """The text a reader sees in a node, an image's alt text left out (lxml's text_content, which
+    reads the gold, has none either)."""
     parts: list[str] = []
-    for child in node.walk():  # type: ignore[attr-defined]
+    for child in node.children:  # type: ignore[attr-defined]
         if child.type in ("text", "code_inline"):
             parts.append(str(child.content))
-        elif child.type in ("softbreak", "hardbreak", "paragraph"):
+        elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
+        elif child.type != "image":
+            parts.append(" " if child.type == "paragraph" else "")
+            parts.append(_text(child))
     return "".join(parts)
 
 
