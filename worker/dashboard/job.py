@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
-from worker.dashboard.data import RecentRow
+from worker.dashboard.data import PhaseRow, RecentRow
 from worker.limits import REPORT_ID
 from worker.serialization import JsonObject
 from worker.state import keys
@@ -51,6 +50,13 @@ class JobDetail:
     worker_id: str | None
     target: str | None
     report_id: str | None
+    # What the job spent its time on, when it is among the recent results (its worker measured it).
+    phases: tuple[PhaseRow, ...] = ()
+
+    @property
+    def phases_end_ms(self) -> float:
+        """Where the last phase ends: the scale of the phase bars."""
+        return max((p.start_ms + p.duration_ms for p in self.phases), default=0.0)
 
 
 async def read_job(
@@ -65,10 +71,10 @@ async def read_job(
         return None
     async with redis.pipeline(transaction=False) as pipe:
         pipe.get(keys.result(job_id))
-        pipe.get(job_key_prefix + job_id)
-        pipe.get(result_key_prefix + job_id)
-        pipe.get(retry_key_prefix + job_id)
-        pipe.exists(in_progress_key_prefix + job_id)
+        pipe.get(keys.arq_job(job_id))
+        pipe.get(keys.arq_result(job_id))
+        pipe.get(keys.arq_retry(job_id))
+        pipe.exists(keys.arq_in_progress(job_id))
         pipe.zscore(queue_name, job_id)
         raw_result, raw_payload, raw_record, raw_tries, claimed, score = await pipe.execute()
     if raw_result is None and raw_payload is None and raw_record is None and score is None and line is None:
@@ -108,6 +114,7 @@ async def read_job(
         worker_id=line.worker_id if line is not None else None,
         target=decode.short_or_none(about.target, STRING_PREVIEW) if about.target else None,
         report_id=_report_id(about.report_id),
+        phases=line.phases if line is not None else (),
     )
 
 

@@ -39,12 +39,13 @@ from arq.utils import ms_to_datetime, timestamp_ms
 from arq.worker import Function, Retry, RetryJob, Worker
 from redis.exceptions import RedisError, ResponseError
 
+from worker import __version__
 from worker.config import ConfigError, Settings
 from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL, Metrics
 from worker.runtime import fingerprint, metrics_server
 from worker.runtime.claims import LEASE_MS, JobLeases
-from worker.runtime.context import Runtime
+from worker.runtime.context import ArqContext, Runtime
 from worker.runtime.cpu_slots import CpuSlots
 from worker.runtime.envelope import FINISHING, MAX_TRIES, ToolJob, arq_function
 from worker.runtime.payload import MalformedJob, read_payload
@@ -58,6 +59,7 @@ from worker.state.menu import Menu
 from worker.state.queue import OURS_FIELD, Claimed, Claimer, Finish, blocking_pop
 from worker.state.redis_conn import connect
 from worker.state.results import ResultStore
+from worker.tracing.export import Tracing
 
 log = logging.getLogger("research.worker")
 
@@ -163,7 +165,7 @@ class ResearchWorker(Worker):
             log_results=False,
         )
 
-    async def _on_startup(self, ctx: dict[str, Any]) -> None:
+    async def _on_startup(self, ctx: ArqContext) -> None:
         runtime = await build_runtime(self.settings, self.pool, self._redis_clock)
         for tool in self._tools:
             await tool.start(runtime)
@@ -189,7 +191,7 @@ class ResearchWorker(Worker):
             ),
         )
 
-    async def _on_shutdown(self, ctx: dict[str, Any]) -> None:
+    async def _on_shutdown(self, ctx: ArqContext) -> None:
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
         await health.withdraw(self.pool, self.queue_name)  # arq has just deleted this replica's key
@@ -207,6 +209,8 @@ class ResearchWorker(Worker):
         await self.runtime.results.buckets.close()
         for tool in self._tools:
             await tool.stop()
+        # The last jobs' spans leave before the process does (the SDK's flush blocks).
+        await asyncio.to_thread(self.runtime.tracing.close)
 
     async def main(self) -> None:
         """Replaces arq 0.28's ``Worker.main``, which sleeps ``poll_delay`` between polls, claims
@@ -575,4 +579,7 @@ async def build_runtime(settings: Settings, redis: Any, clock: RedisClock | None
         menu=Menu(redis, settings),
         cpu_slots=CpuSlots(settings.reduce_slots),
         clock=clock or RedisClock(redis),
+        tracing=Tracing(
+            settings.otel_traces_endpoint, service_instance=settings.worker_id, version=__version__
+        ),
     )
