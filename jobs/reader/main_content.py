@@ -207,10 +207,9 @@ def _sole_article(reduction: Reduction, best: Container) -> Container | None:
 def _with_lists(
     kept: list[int], blocks: list[Block], weights: list[float], around: Container | None, base_bits: int
 ) -> list[int]:
-    """The article's own lists of links, when they are its content: in the page's sole <article>
-    or <main>, lists whose items are mostly links and hold more text than its prose (a programme
-    under a short intro, a reading list), outside parts named like furniture. An article of prose
-    with a list of links in it keeps its prose only: that list is "more on this" or "related"."""
+    """In the page's sole <article> or <main>, its lists of links when they hold more text than its
+    prose (a programme under a short intro), outside parts named like furniture; in an article of
+    prose, a list of links is "more on this" or "related", and goes."""
     if around is None or not kept:
         return kept
     lists = [
