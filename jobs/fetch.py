@@ -31,6 +31,7 @@ from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.document import Document, build_document, cut_text, reads_in_child
 from jobs.reader.formats import FORMATS, MARKDOWN, TEXT, page_offsets, whole_text_paced
 from jobs.reader.hidden import strip_invisible
+from jobs.reader.ocr.ask import OcrAsk, for_report
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
@@ -68,6 +69,7 @@ from worker.runtime.context import JobContext, Runtime
 from worker.state.budget import ReadBudget, Tool
 from worker.state.clock import RedisClock
 from worker.state.menu import Menu
+from worker.state.ocr_budget import OcrBudget
 from worker.state.pages.cache import Fresh, PageCache
 from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
@@ -194,6 +196,7 @@ class _Parts:
     domains: ReportDomains  # the deployment's domain lists, narrowed per report
     robots: Robots | None  # robots.txt, when the operator turned it on
     archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
+    ocr_pages: OcrBudget | None = None  # the reports' OCR budgets (jobs/reader/ocr)
 
 
 class PageJob:
@@ -262,6 +265,9 @@ class FetchPageTool(PageJob):
             domains=report_domains(runtime.redis, settings),
             robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
+            ocr_pages=OcrBudget(
+                runtime.redis, limit=settings.ocr_budget_pages, window_s=settings.budget_window_s
+            ),
         )
         self._parts.hosts.start()
         self._parts.pages.start()
@@ -432,6 +438,7 @@ class FetchPageTool(PageJob):
                 until=until,
                 format=request.format,
                 content_language=fetched.content_language,
+                ocr=ocr_for(job, parts.ocr_pages),
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -541,7 +548,16 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         pages_read=pages_read if document.pages is not None else None,
         metadata=document.metadata,
         script_shell=document.script_shell,
+        ocr=document.ocr,
+        refused=document.refused,
     )
+
+
+def ocr_for(job: JobContext, budget: OcrBudget | None) -> OcrAsk | None:
+    settings = job.settings
+    if budget is None:
+        return None
+    return for_report(budget, job.report_id, enabled=settings.ocr, languages=settings.ocr_languages)
 
 
 def url_about(arguments: Mapping[str, Any]) -> About | None:

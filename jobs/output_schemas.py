@@ -97,6 +97,19 @@ FETCH_PAGE_OK: Final[dict[str, Any]] = {
         "rendered": {"type": "boolean"},
         "script_shell": {"type": "boolean"},
         "refetched": {"type": "boolean"},
+        "ocr": {
+            "type": "object",
+            "required": ["pages", "engine", "languages", "mean_confidence"],
+            "properties": {
+                "pages": {"type": "array", "items": {"type": "integer"}},
+                "engine": {"type": "string"},
+                "languages": {"type": "string"},
+                "mean_confidence": {"type": "number"},
+                "unread_from": {"type": "integer"},
+                "stopped": {"type": "string"},
+            },
+        },
+        "refused": {"type": "array", "items": {"type": "string"}},
     },
 }
 

@@ -213,6 +213,10 @@ class Settings:
     mcp_tokens_file: str | None = None
     mcp_origins: tuple[str, ...] = ()
     mcp_rate_per_minute: int = 120
+    # OCR of scans and images (docs/pdf.md): on by default, Tesseract's language codes, "+"-joined.
+    ocr: bool = True
+    ocr_languages: str = "eng"
+    ocr_budget_pages: int = 200  # pages OCR may read per report (its budget window)
     mcp_max_body_bytes: int = 262_144
 
     @property
@@ -306,6 +310,11 @@ class Settings:
             blocked_domains=e.parse("RESEARCH_BLOCKED_DOMAINS", frozenset(), _parse_domains),
             allowed_domains=e.parse("RESEARCH_ALLOWED_DOMAINS", frozenset(), _parse_domains),
             robots=e.switch("RESEARCH_ROBOTS", False),
+            ocr=e.switch("RESEARCH_OCR", True),
+            ocr_languages=e.parse("RESEARCH_OCR_LANGUAGES", cls.ocr_languages, parse_ocr_languages),
+            ocr_budget_pages=e.integer(
+                "RESEARCH_OCR_BUDGET_PAGES", cls.ocr_budget_pages, minimum=0, maximum=MAX_COUNT
+            ),
             metrics_port=e.parse("RESEARCH_METRICS_PORT", None, _port),
             dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, _user_password),
             openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
@@ -536,6 +545,14 @@ def _parse_domains(raw: str) -> frozenset[str]:
     from worker.guardian.domains import parse_domain_list
 
     return parse_domain_list(raw)
+
+
+def parse_ocr_languages(raw: str) -> str:
+    """Tesseract's language codes ("eng", "chi_sim"), "+"-joined, at most eight: a model's file name."""
+    codes = [code.strip() for code in raw.replace(",", "+").split("+") if code.strip()]
+    if not 0 < len(codes) <= 8 or not all(re.fullmatch(r"[a-z]{3}(_[a-z]{2,8})?", c) for c in codes):
+        raise ValueError("must be Tesseract language codes joined by +, such as eng or eng+deu")
+    return "+".join(codes)
 
 
 def _parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

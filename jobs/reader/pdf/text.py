@@ -24,6 +24,7 @@ import pypdfium2.raw as raw
 
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.metadata.xmp import declared
+from jobs.reader.ocr.run import OcrRun
 from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
     BARE_PAGE,
@@ -60,8 +61,11 @@ _TRAILING_SPACE = re.compile(r"[ \t]+\n")
 Matrix = tuple[float, float, float, float, float, float]
 
 
-def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
-    """Read ``body`` until ``max_chars`` characters of text or ``cpu_budget_s`` of CPU time."""
+def extract(
+    body: bytes, *, max_chars: int, cpu_budget_s: float, ocr: OcrRun | None = None, from_page: int = 0
+) -> Reading:
+    """Read ``body`` until ``max_chars`` characters of text or ``cpu_budget_s`` of CPU time (OCR's
+    time aside: ``ocr`` has its own budget), from page ``from_page`` (0: the first)."""
     started = time.process_time()
     document = _open(body)
     try:
@@ -70,21 +74,35 @@ def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
             pages=count, pages_read=0, title=_title(document), declared=declared(document, body)
         )
         length = uri_count = 0
-        for index in range(count):
-            if time.process_time() - started > cpu_budget_s:
+        # Pages before ``from_page`` were read by an earlier request: their places are kept empty.
+        reading.pages_read = min(from_page, count)
+        reading.texts.extend([""] * reading.pages_read)
+        reading.uris.extend([] for _ in range(reading.pages_read))
+        for index in range(min(from_page, count), count):
+            spent = time.process_time() - started - (ocr.spent_s if ocr is not None else 0.0)
+            if spent > cpu_budget_s:
                 reading.complete = False
                 break
             page = _load(document, index)
-            reading.pages_read += 1
             if page is None:
+                reading.pages_read += 1
                 reading.unreadable_pages += 1
                 reading.texts.append("")
                 reading.uris.append([])
                 continue
             try:
-                text, uris = _read_page(document, page, reading)
+                text, uris, scanned = _read_page(document, page, reading)
+                if scanned and ocr is not None:
+                    found = ocr.read_page(page, index + 1, reading)
+                    if found is None:
+                        # Past the OCR budget: the reading stops here, so a later one continues it.
+                        reading.ocr_unread.append(index + 1)
+                        break
+                    text, invisible = strip_invisible(clean(found))
+                    reading.hidden_removed += invisible
             finally:
                 page.close()
+            reading.pages_read += 1
             # The worker cuts the text at max_chars; what lies well past it need not cross the pipe.
             text = text[: max(0, max_chars + CUT_SLACK - length)]
             uris = uris[: max(0, MAX_URIS - uri_count)]
@@ -137,13 +155,17 @@ def clean(text: str) -> str:
     return _LINE_BREAKS.sub("\n", text).strip()
 
 
-def _read_page(document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Reading) -> tuple[str, list[str]]:
+def _read_page(
+    document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Reading
+) -> tuple[str, list[str], bool]:
+    """The page's visible text, its link URIs, and whether it is a scan (images, no text layer)."""
     textpage = page.get_textpage()
     try:
         scan = _PageScan(page)
         reading.images += scan.images
         count = raw.FPDFText_CountChars(textpage.raw)
         reading.characters += max(count, 0)
+        scanned = count <= 0 and scan.images > 0
         if count <= 0:
             text = ""
         elif not scan.hidden and not scan.straddling:
@@ -155,7 +177,7 @@ def _read_page(document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Read
         textpage.close()
     text, invisible = strip_invisible(clean(text))
     reading.hidden_removed += invisible
-    return text, _uris(document, page)
+    return text, _uris(document, page), scanned
 
 
 def _visible_text(textpage: pdfium.PdfTextPage, count: int, scan: _PageScan) -> tuple[str, int]:
