@@ -53,6 +53,9 @@ class Engine:
     def __init__(self, languages: str) -> None:
         self.languages = languages
         self._api = tesserocr.PyTessBaseAPI(path=tessdata_dir(languages), lang=languages)
+        # tesserocr points Tesseract's messages at /dev/null, which Tesseract opens for each one:
+        # a confined child can open nothing, so they go to stderr (the null device) instead.
+        self._api.SetVariable("debug_file", "")
         self.name = f"tesseract {self._api.Version()}"
 
     def read(self, image: Image.Image, *, dpi: int, deadline_s: float) -> PageText:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pypdfium2 as pdfium
-from PIL import Image, ImageSequence
+from PIL import Image, ImageDraw, ImageSequence
 
 # Forty megapixels: a letter page scanned at 600 dpi is 34. An image past it is refused unread.
 MAX_PIXELS = 40_000_000
@@ -49,6 +49,14 @@ def load_plugins() -> None:
     for name in FORMATS:
         assert name in Image.OPEN, name
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+
+
+def warm_up_picture() -> Image.Image:
+    """A few words, drawn: what a child reads once before it confines itself."""
+    image = Image.new("L", (600, 120), 255)
+    draw = ImageDraw.Draw(image)
+    draw.text((20, 30), "Warm up 123", fill=0, font_size=48)
+    return image
 
 
 def open_image(body: bytes) -> Image.Image:

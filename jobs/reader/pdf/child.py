@@ -3,7 +3,8 @@
 The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES [NICENESS
 [LANGUAGES]]`` with an empty environment (no keys, no Redis address) and no descriptor but its
 three pipes. It reads PDFs, images (by OCR, ``jobs.reader.ocr``) and office documents
-(``jobs.reader.office``). Before it reads any PDF it confines itself, so that even a PDF that takes over PDFium finds nothing to use:
+(``jobs.reader.office``). Before it reads any PDF it confines itself, so that even a PDF that
+takes over PDFium finds nothing to use:
 
 - it lowers its own priority (NICENESS), so a core it shares with its worker is the worker's first;
 - its address space is capped (RLIMIT_AS), so a decompression bomb fails inside the child;
@@ -30,8 +31,7 @@ import sys
 import pypdfium2 as pdfium
 
 from jobs.reader.ocr.engine import Engine, OcrUnavailable
-from jobs.reader.ocr.pictures import load_plugins
-from jobs.reader.ocr.run import OcrRun
+from jobs.reader.ocr.pictures import load_plugins, warm_up_picture
 from jobs.reader.office.warm import warm_office
 from jobs.reader.pdf.reading import read_request_body
 from jobs.reader.pdf.text import extract
@@ -59,8 +59,10 @@ def warm_up(languages: str) -> Engine | None:
             engine = Engine(languages)
         except (OcrUnavailable, RuntimeError):
             engine = None  # each scan is then read as having no text, and says so
-    ocr = OcrRun(engine, 1, 5.0) if engine is not None else None
-    extract(buffer.getvalue(), max_chars=100, cpu_budget_s=1.0, ocr=ocr)
+    extract(buffer.getvalue(), max_chars=100, cpu_budget_s=1.0)
+    if engine is not None:
+        # Tesseract loads parts of its models at its first recognition, not at its start.
+        engine.read(warm_up_picture(), dpi=300, deadline_s=30.0)
     warm_office()
     return engine
 
