@@ -16,16 +16,13 @@ OFFICE_REFUSALS = {"zip_bomb": Refusal.ZIP_BOMB, "xml_entities": Refusal.XML_ENT
 
 def read_request_body(request: Request, engine: Engine | None) -> Reading | Refusal:
     options = request.options
-    ocr = (
-        OcrRun(engine, options.ocr_pages, options.ocr_budget_s)
-        if engine is not None and options.ocr_pages > 0
-        else None
-    )
+    # A child with an engine has OCR on: even with no pages left to spend, a scan's first page is
+    # noted as unread, so the result can say the budget stopped it.
+    ocr = OcrRun(engine, options.ocr_pages, options.ocr_budget_s) if engine is not None else None
     try:
         if options.kind is Kind.IMAGE:
             if engine is None:
                 return Refusal.OCR_OFF
-            ocr = ocr or OcrRun(engine, 0, 0.0)
             return extract_image(
                 request.body, max_chars=request.max_chars, ocr=ocr, from_page=options.from_page
             )

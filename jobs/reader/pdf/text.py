@@ -113,7 +113,7 @@ def extract(
                 length += len(text) + 2
             if length >= max_chars:
                 break
-        if count and reading.unreadable_pages == reading.pages_read:
+        if count and reading.unreadable_pages and reading.unreadable_pages == reading.pages_read:
             raise PdfRefused(Refusal.DAMAGED)
         return reading
     finally:
