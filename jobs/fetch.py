@@ -32,6 +32,7 @@ from jobs.reader.document import Document, build_document, cut_text, reads_in_ch
 from jobs.reader.formats import FORMATS, MARKDOWN, TEXT, page_offsets, whole_text_paced
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.ocr.ask import OcrAsk, for_report
+from jobs.reader.ocr.read_on import ReadOn, read_on, wants_more
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
@@ -73,6 +74,7 @@ from worker.state.ocr_budget import OcrBudget
 from worker.state.pages.cache import Fresh, PageCache
 from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
+from worker.state.pages.scans import Scans
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
@@ -197,6 +199,7 @@ class _Parts:
     robots: Robots | None  # robots.txt, when the operator turned it on
     archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
     ocr_pages: OcrBudget | None = None  # the reports' OCR budgets (jobs/reader/ocr)
+    scans: Scans | None = None  # scans whose OCR stopped short, for continuations to read on
 
 
 class PageJob:
@@ -268,6 +271,7 @@ class FetchPageTool(PageJob):
             ocr_pages=OcrBudget(
                 runtime.redis, limit=settings.ocr_budget_pages, window_s=settings.budget_window_s
             ),
+            scans=Scans(self._cache_redis or runtime.redis, ttl_s=settings.budget_window_s),
         )
         self._parts.hosts.start()
         self._parts.pages.start()
@@ -387,8 +391,13 @@ class FetchPageTool(PageJob):
         async def grant(wanted: int) -> int:
             return (await parts.reads.grant(job.report_id, job.job_id, wanted)).chars
 
+        source: Source = FromKept(parts.documents, kept)
+        page = kept.page
+        more = await self._read_on(job, parts, request, kept)
+        if more is not None:  # a scan whose OCR stopped short, read on to reach this piece or find
+            source, page = InHand(more.texts, more.offsets), more.page
         text = await answer(
-            FromKept(parts.documents, kept),
+            source,
             request.format,
             offset=request.offset,
             max_chars=request.max_chars,
@@ -397,7 +406,30 @@ class FetchPageTool(PageJob):
         )
         if kept.page.archive_record is not None:
             parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
-        return FetchFields(kept.page, True, text)
+        return FetchFields(page, True, text)
+
+    async def _read_on(
+        self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept
+    ) -> ReadOn | None:
+        ocr = ocr_for(job, parts.ocr_pages)
+        wanted = wants_more(
+            kept,
+            request.format,
+            offset=request.offset,
+            max_chars=request.max_chars,
+            find=request.find is not None,
+        )
+        if ocr is None or parts.scans is None or not wanted:
+            return None
+        return await read_on(
+            kept,
+            parts.scans,
+            parts.documents,
+            ocr,
+            until=job.deadline - DEADLINE_MARGIN_S,
+            cpu_budget_s=job.settings.reduce_cpu_budget_s,
+            noted_for=(job.report_id, request.extract, kept.page.url),
+        )
 
     async def _fetch_and_read(
         self,
@@ -456,6 +488,8 @@ class FetchPageTool(PageJob):
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
+        if parts.scans is not None and document.ocr is not None and "unread_from" in document.ocr:
+            await parts.scans.keep(keeping.digest, fetched.body, list(document.readable.pages or ()))
         # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=keeping.digest), storable=storable, keeping=keeping)

@@ -70,7 +70,7 @@ async def test_each_format_reads_with_its_headings_lists_tables_and_lines(name: 
     headings, items, rows = structure(document.text)
     heading_texts = [text for _, text in headings]
     if name in ("xlsx", "ods"):
-        assert [(2, "Accounts"), (2, "Notes")] == headings  # one table per sheet, under its name
+        assert headings == [(2, "Accounts"), (2, "Notes")]  # one table per sheet, under its name
     else:
         assert HEADINGS[0] in heading_texts
     if name in ("docx", "odt"):
@@ -78,7 +78,9 @@ async def test_each_format_reads_with_its_headings_lists_tables_and_lines(name: 
     if name in HAS_LIST:
         assert list(ITEMS) == [item for item in items if item in ITEMS]
     if name in HAS_TABLE:
-        assert [list(row) for row in TABLE] == [row for row in rows if row and row[0] in ("Year", "2023", "2024")]
+        assert [list(row) for row in TABLE] == [
+            row for row in rows if row and row[0] in ("Year", "2023", "2024")
+        ]
     plain = (await read(MAKERS[name](), TYPES[name], "text")).text
     recalled = sum(line in plain for line in LINES)
     assert recalled / len(LINES) >= 0.98, (name, recalled)

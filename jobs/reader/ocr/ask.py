@@ -25,9 +25,10 @@ class OcrAsk:
     languages: str
     reserve: Reserve
     refund: Refund
+    pages_per_read: int = MAX_PAGES_PER_READ
 
 
-def note(reading: Reading, languages: str, granted: int) -> OcrNote | None:
+def note(reading: Reading, languages: str, granted: int, per_read: int = MAX_PAGES_PER_READ) -> OcrNote | None:
     """The result's ``ocr``, when OCR read a page or stopped before one."""
     if not reading.ocr_pages and not reading.ocr_unread:
         return None
@@ -40,7 +41,7 @@ def note(reading: Reading, languages: str, granted: int) -> OcrNote | None:
     )
     if reading.ocr_unread:
         found["unread_from"] = reading.ocr_unread[0]
-        spent = granted < MAX_PAGES_PER_READ and len(reading.ocr_pages) >= granted
+        spent = granted < per_read and len(reading.ocr_pages) >= granted
         found["stopped"] = "ocr_budget" if spent else "time"
     return found
 
@@ -65,4 +66,4 @@ def for_report(budget: OcrBudget, report_id: str, *, enabled: bool, languages: s
     async def refund(pages: int) -> None:
         await budget.refund(report_id, pages)
 
-    return OcrAsk(languages, reserve, refund)
+    return OcrAsk(languages, reserve, refund, MAX_PAGES_PER_READ)

@@ -121,8 +121,8 @@ class Child:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            # Tesseract reads a page on one thread: a child is one core's work, as the pool counts it.
-            env={"OMP_THREAD_LIMIT": "1"},
+            # (tesserocr's Tesseract is built without OpenMP: it reads a page on the one thread.)
+            env={},
             cwd="/",
             close_fds=True,
             start_new_session=True,

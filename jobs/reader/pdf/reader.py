@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 
 from jobs.reader.links import urls_in_text
-from jobs.reader.ocr.ask import MAX_PAGES_PER_READ, OcrAsk, note
+from jobs.reader.ocr.ask import OcrAsk, note
 from jobs.reader.pdf.pool import ChildFailed, Failure, Limits, default_pool
 from jobs.reader.pdf.wire import Kind, Options, Reading, Refusal
 from worker.document_notes import OcrNote
@@ -81,14 +81,17 @@ async def read_pdf(
     until: float | None = None,
     ocr: OcrAsk | None = None,
     kind: Kind = Kind.PDF,
+    from_page: int = 0,
 ) -> PdfText:
     """Raise UnsupportedContentType, with the reason in the message, when the PDF cannot be read.
 
     ``cost_key`` (the site) is what the pool charges the reading's time to; ``until`` (loop time)
     shortens the budget of a PDF that waited for a child. With ``ocr``, pages with no text layer
     (and an image, ``kind`` IMAGE) are read by OCR, charged to the report's OCR budget."""
-    granted = await ocr.reserve(MAX_PAGES_PER_READ) if ocr is not None else 0
-    options = Options(kind=kind, ocr_pages=granted, ocr_budget_s=MAX_OCR_S if granted else 0.0)
+    granted = await ocr.reserve(ocr.pages_per_read) if ocr is not None else 0
+    options = Options(
+        kind=kind, ocr_pages=granted, ocr_budget_s=MAX_OCR_S if granted else 0.0, from_page=from_page
+    )
     reply: Reading | Refusal | None = None
     try:
         reply = await default_pool().read(
@@ -116,7 +119,7 @@ async def read_pdf(
             if not granted
             else "the image was not read: OCR ran out of this fetch's time"
         )
-    ocr_note = note(reply, ocr.languages, granted) if ocr is not None else None
+    ocr_note = note(reply, ocr.languages, granted, ocr.pages_per_read) if ocr is not None else None
     if kind is Kind.PDF and reply.characters == 0 and reply.images > 0 and not reply.ocr_pages:
         if ocr_note is not None and ocr_note.get("stopped") == "ocr_budget":
             raise UnsupportedContentType(
