@@ -150,6 +150,23 @@ def ours(body: bytes) -> str:
     return "\n\n".join(text for text in reading.texts if text)
 
 
+def plain_pdfium(body: bytes) -> str:
+    """pypdfium2's own text extraction, page by page, no hidden-text checks: the floor of the cost."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(body)
+    try:
+        texts = []
+        for page in document:
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+        return "\n\n".join(texts)
+    finally:
+        document.close()
+
+
 def with_pypdf(body: bytes) -> str:
     from pypdf import PdfReader
 
@@ -164,6 +181,7 @@ def with_pdfminer(body: bytes) -> str:
 
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "ours (PDFium)": ours,
+    "pypdfium2 plain": plain_pdfium,
     "pypdf": with_pypdf,
     "pdfminer.six": with_pdfminer,
 }
@@ -173,7 +191,12 @@ def version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
-    package = {"ours (PDFium)": "pypdfium2", "pypdf": "pypdf", "pdfminer.six": "pdfminer.six"}[name]
+    package = {
+        "ours (PDFium)": "pypdfium2",
+        "pypdfium2 plain": "pypdfium2",
+        "pypdf": "pypdf",
+        "pdfminer.six": "pdfminer.six",
+    }[name]
     try:
         return installed(package)
     except PackageNotFoundError:
@@ -188,12 +211,16 @@ def run_extractor(name: str, manifest: Path, out: Path) -> None:
     results = {}
     for path in paths:
         body = Path(path).read_bytes()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             text = extract(body)
         except Exception:  # a crash counts as an empty extraction
             text = ""
-        results[path] = {"text": text, "seconds": time.perf_counter() - started}
+        results[path] = {
+            "text": text,
+            "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu,
+        }
     out.write_text(json.dumps({"results": results, "peak_rss_mib": _peak_rss_mib(os.getpid())}))
 
 
@@ -204,6 +231,7 @@ class Run:
     pages: int
     seconds: list[float]
     peak_rss_mib: float
+    cpu_seconds: float = 0.0  # CPU time over every document (the extractor's own process)
 
 
 def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
@@ -225,6 +253,7 @@ def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
         pages=sum(page_count(corpus, page) for page in pages),
         seconds=[item["seconds"] for item in results.values()],
         peak_rss_mib=measured["peak_rss_mib"],
+        cpu_seconds=sum(item.get("cpu_seconds", 0.0) for item in results.values()),
     )
 
 
@@ -273,18 +302,37 @@ def joined(text: str) -> str:
 def report(corpus: str, pages: list[Page], runs: list[Run]) -> None:
     print(f"\n{corpus}: {len(pages)} pages printed to PDF. target: {TARGET}")
     print(f"anchor: {ANCHOR}")
-    print(f"{'':34} {'recall':>7} {'pages/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak MiB':>9} {'empty':>6}")
+    print(
+        f"{'':34} {'recall':>7} {'pages/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak MiB':>9} {'empty':>6} "
+        f"{'CPU ms/page':>12}"
+    )
     for run in runs:
         texts = {page.key: joined(run.texts.get(page.key, "")) for page in pages}
         _, _, recall = SCORERS[corpus](pages, texts)
         ms = [s * 1000 for s in run.seconds]
         rate = run.pages / sum(run.seconds) if sum(run.seconds) else 0.0
         empty = sum(1 for text in texts.values() if not text)
+        cpu_page = 1000 * run.cpu_seconds / run.pages if run.pages and run.cpu_seconds else 0.0
         print(
             f"{run.name:34} {recall:7.3f} {rate:8.1f} {_percentile(ms, 50):8.1f} {_percentile(ms, 99):8.1f} "
-            f"{run.peak_rss_mib:9.0f} {empty:6}"
+            f"{run.peak_rss_mib:9.0f} {empty:6} {cpu_page:12.2f}"
         )
     verdict(corpus, pages, runs)
+    cpu_verdict(runs)
+
+
+def cpu_verdict(runs: list[Run]) -> None:
+    """Issue 39: CPU per text-layer page of ours within 1.5x of pypdfium2's plain extraction."""
+    per_page = {run.name.split(" ")[0] + (" plain" if "plain" in run.name else ""): run for run in runs}
+    mine, plain = per_page.get("ours"), per_page.get("pypdfium2 plain")
+    if mine is None or plain is None or not plain.cpu_seconds or not mine.pages:
+        return
+    ours_ms, plain_ms = 1000 * mine.cpu_seconds / mine.pages, 1000 * plain.cpu_seconds / plain.pages
+    ratio = ours_ms / plain_ms
+    print(
+        f"verdict (issue 39): CPU per page {ours_ms:.2f} ms against pypdfium2's {plain_ms:.2f} ms: "
+        f"{ratio:.2f}x, {'met' if ratio <= 1.5 else 'MISSED'} (target <= 1.5x, hidden-text checks on)"
+    )
 
 
 def verdict(corpus: str, pages: list[Page], runs: list[Run]) -> None:
@@ -294,7 +342,7 @@ def verdict(corpus: str, pages: list[Page], runs: list[Run]) -> None:
             run.pages / sum(run.seconds) if sum(run.seconds) else 0.0,
         )
         for run in runs
-        if not run.name.startswith("ours, as served")
+        if not run.name.startswith(("ours, as served", "pypdfium2 plain"))
     }
     mine = next((value for name, value in scored.items() if name.startswith("ours")), None)
     others = [value for name, value in scored.items() if not name.startswith("ours")]

@@ -67,10 +67,9 @@ from worker.limits import (
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
-from worker.state.budget import ReadBudget, Tool
+from worker.state.budget import OcrBudget, ReadBudget, Tool
 from worker.state.clock import RedisClock
 from worker.state.menu import Menu
-from worker.state.ocr_budget import OcrBudget
 from worker.state.pages.cache import Fresh, PageCache
 from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page

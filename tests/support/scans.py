@@ -12,7 +12,37 @@ from PIL import Image, ImageDraw, ImageFont
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
 DPI = 200
 PAGE = (int(8.27 * DPI), int(11.69 * DPI))  # A4 at DPI
-WORDS = ["registry", "extract", "company", "director", "annual", "accounts", "filing", "court", "order", "shareholder", "capital", "address", "signed", "certificate", "minutes", "board", "meeting", "resolution", "auditor", "report", "revenue", "statement", "notice", "appointment", "secretary", "dissolved", "incorporated", "office", "payment"]
+WORDS = [
+    "registry",
+    "extract",
+    "company",
+    "director",
+    "annual",
+    "accounts",
+    "filing",
+    "court",
+    "order",
+    "shareholder",
+    "capital",
+    "address",
+    "signed",
+    "certificate",
+    "minutes",
+    "board",
+    "meeting",
+    "resolution",
+    "auditor",
+    "report",
+    "revenue",
+    "statement",
+    "notice",
+    "appointment",
+    "secretary",
+    "dissolved",
+    "incorporated",
+    "office",
+    "payment",
+]
 
 
 def sentences(seed: int, count: int) -> list[str]:

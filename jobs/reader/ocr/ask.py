@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from jobs.reader.pdf.wire import Reading
 from worker.document_notes import OcrNote
-from worker.state.ocr_budget import OcrBudget
+from worker.state.budget import OcrBudget
 
 # Reserves up to the pages asked for from the report's OCR budget and returns how many it got;
 # ``refund`` gives back those a read did not use.
@@ -28,7 +28,9 @@ class OcrAsk:
     pages_per_read: int = MAX_PAGES_PER_READ
 
 
-def note(reading: Reading, languages: str, granted: int, per_read: int = MAX_PAGES_PER_READ) -> OcrNote | None:
+def note(
+    reading: Reading, languages: str, granted: int, per_read: int = MAX_PAGES_PER_READ
+) -> OcrNote | None:
     """The result's ``ocr``, when OCR read a page or stopped before one."""
     if not reading.ocr_pages and not reading.ocr_unread:
         return None
