@@ -16,7 +16,11 @@ precision (boilerplate kept) is not a figure of merit here and is not printed.
 "ours" is pdf_text.extract in process, with no character cap; "ours, as served" is the same
 through the worker's child pool with the 40,000-character cap, as fetch_page runs it.
 
-Usage: ``python bench/pdf.py [--limit N] [--corpus NAME]`` (``pip install -e '.[bench]'`` for
+"pypdfium2 plain" is pypdfium2's own text extraction with no checks: the floor issue 39 measures
+the reader's CPU per page against (within 1.5x). ``--before REV`` also runs "ours" as git revision
+REV has it, in the same run, for a before and after.
+
+Usage: ``python bench/pdf.py [--limit N] [--corpus NAME] [--before REV]`` (``pip install -e '.[bench]'`` for
 pypdf and pdfminer.six). Skips with a message when the corpus or chromium is absent.
 """
 
@@ -234,12 +238,16 @@ class Run:
     cpu_seconds: float = 0.0  # CPU time over every document (the extractor's own process)
 
 
-def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
+def measure(name: str, corpus: str, pages: list[Page], tree: Path | None = None) -> Run | None:
+    """One extractor over the corpus in a process of its own; ``tree``: "ours" as another
+    revision of the project has it (``--before REV``), for a before-and-after in one run."""
     paths = {str(pdf_path(corpus, page)): page.key for page in pages}
     with tempfile.TemporaryDirectory(prefix="pdf-bench-") as scratch:
         manifest, out = Path(scratch) / "manifest.json", Path(scratch) / "out.json"
         manifest.write_text(json.dumps(list(paths)))
         script = [sys.executable, __file__, "--extractor", name, str(manifest), str(out)]
+        if tree is not None:
+            script += ["--tree", str(tree)]
         process = subprocess.Popen(script)
         process.wait()
         if process.returncode != 0 or not out.exists():
@@ -247,8 +255,9 @@ def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
             return None
         measured = json.loads(out.read_text())
     results = measured["results"]
+    label = f"{name} {version(name)}".strip() if tree is None else f"ours before ({tree.name})"
     return Run(
-        name=f"{name} {version(name)}".strip(),
+        name=label,
         texts={paths[path]: item["text"] for path, item in results.items()},
         pages=sum(page_count(corpus, page) for page in pages),
         seconds=[item["seconds"] for item in results.values()],
@@ -281,6 +290,24 @@ async def measure_served(corpus: str, pages: list[Page]) -> Run:
         page_count += pdf.pages_read
     peak = max((_peak_rss_mib(pid) for pid in default_pool().children()), default=0.0)
     return Run("ours, as served (child pool)", texts, page_count, seconds, peak)
+
+
+def export_revision(revision: str) -> Path:
+    """The project's jobs/ and worker/ as ``revision`` has them, in a folder of their own."""
+    folder = Path(tempfile.mkdtemp(prefix="pdf-bench-before-")) / revision.replace("/", "_")
+    folder.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "jobs", "worker"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def use_tree(tree: Path) -> None:
+    """Import jobs/ and worker/ from ``tree`` rather than this checkout."""
+    for name in [name for name in sys.modules if name.split(".")[0] in ("jobs", "worker")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(tree))
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -325,6 +352,12 @@ def cpu_verdict(runs: list[Run]) -> None:
     """Issue 39: CPU per text-layer page of ours within 1.5x of pypdfium2's plain extraction."""
     per_page = {run.name.split(" ")[0] + (" plain" if "plain" in run.name else ""): run for run in runs}
     mine, plain = per_page.get("ours"), per_page.get("pypdfium2 plain")
+    earlier = next((run for run in runs if run.name.startswith("ours before")), None)
+    if earlier is not None and plain is not None and earlier.pages and plain.cpu_seconds:
+        ratio = (earlier.cpu_seconds / earlier.pages) / (plain.cpu_seconds / plain.pages)
+        print(
+            f"before: CPU per page {1000 * earlier.cpu_seconds / earlier.pages:.2f} ms, {ratio:.2f}x pypdfium2's"
+        )
     if mine is None or plain is None or not plain.cpu_seconds or not mine.pages:
         return
     ours_ms, plain_ms = 1000 * mine.cpu_seconds / mine.pages, 1000 * plain.cpu_seconds / plain.pages
@@ -364,11 +397,20 @@ def main() -> None:
     parser.add_argument("--corpus", choices=sorted(SCORERS), action="append")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N pages of each corpus")
     parser.add_argument("--extractor", nargs=3, metavar=("NAME", "MANIFEST", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also run 'ours' as git revision REV has it (before and after, one run)",
+    )
     args = parser.parse_args()
     if args.extractor:
         name, manifest, out = args.extractor
+        if args.tree:
+            use_tree(Path(args.tree))
         run_extractor(name, Path(manifest), Path(out))
         return
+    before = export_revision(args.before) if args.before else None
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("chromium is not installed (apt-get install -y chromium): skipped, nothing measured")
@@ -386,6 +428,8 @@ def main() -> None:
             continue
         ran = True
         runs = [run for name in EXTRACTORS if (run := measure(name, corpus, printed)) is not None]
+        if before is not None and (run := measure("ours (PDFium)", corpus, printed, before)) is not None:
+            runs.insert(1, run)
         runs.append(asyncio.run(measure_served(corpus, printed)))
         report(corpus, printed, runs)
     if not ran:

@@ -16,14 +16,13 @@ import ctypes
 import math
 import re
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.metadata.xmp import declared
-from jobs.reader.ocr.run import OcrRun
 from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
     BARE_PAGE,
@@ -60,6 +59,9 @@ MAX_BENEATH = 64
 _LINE_BREAKS = re.compile(r"\n{2,}")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
 Matrix = tuple[float, float, float, float, float, float]
+
+if TYPE_CHECKING:  # the OCR engine loads only in the child that reads a scan, not with the text reader
+    from jobs.reader.ocr.run import OcrRun
 
 
 def extract(
