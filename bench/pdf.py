@@ -350,17 +350,20 @@ def report(corpus: str, pages: list[Page], runs: list[Run]) -> None:
 
 def cpu_verdict(runs: list[Run]) -> None:
     """Issue 39: CPU per text-layer page of ours within 1.5x of pypdfium2's plain extraction."""
-    per_page = {run.name.split(" ")[0] + (" plain" if "plain" in run.name else ""): run for run in runs}
-    mine, plain = per_page.get("ours"), per_page.get("pypdfium2 plain")
-    earlier = next((run for run in runs if run.name.startswith("ours before")), None)
-    if earlier is not None and plain is not None and earlier.pages and plain.cpu_seconds:
-        ratio = (earlier.cpu_seconds / earlier.pages) / (plain.cpu_seconds / plain.pages)
-        print(
-            f"before: CPU per page {1000 * earlier.cpu_seconds / earlier.pages:.2f} ms, {ratio:.2f}x pypdfium2's"
+
+    def named(prefix: str) -> Run | None:
+        return next(
+            (run for run in runs if run.name.startswith(prefix) and run.cpu_seconds and run.pages), None
         )
-    if mine is None or plain is None or not plain.cpu_seconds or not mine.pages:
+
+    mine, plain, earlier = named("ours (PDFium)"), named("pypdfium2 plain"), named("ours before")
+    if mine is None or plain is None:
         return
-    ours_ms, plain_ms = 1000 * mine.cpu_seconds / mine.pages, 1000 * plain.cpu_seconds / plain.pages
+    plain_ms = 1000 * plain.cpu_seconds / plain.pages
+    if earlier is not None:
+        before_ms = 1000 * earlier.cpu_seconds / earlier.pages
+        print(f"before: CPU per page {before_ms:.2f} ms, {before_ms / plain_ms:.2f}x pypdfium2's")
+    ours_ms = 1000 * mine.cpu_seconds / mine.pages
     ratio = ours_ms / plain_ms
     print(
         f"verdict (issue 39): CPU per page {ours_ms:.2f} ms against pypdfium2's {plain_ms:.2f} ms: "
