@@ -327,7 +327,8 @@ def main() -> None:
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), args.serve[2])
         return
-    pixel_figures()
+    if not args.worker_only:
+        pixel_figures()
     if not args.pixels_only:
         worker_figures()
 

@@ -2,7 +2,8 @@
 
 A page is read by OCR only when it has no text layer at all and shows an image (a scan); a page
 with any text is never OCR'd. A run reads at most ``pages`` pages (what is left of the report's
-OCR budget) within ``budget_s`` of CPU time; the first page it cannot read stops the document's
+OCR budget) within ``budget_s`` seconds of the clock (the job's deadline is a time on the clock,
+and a loaded machine gives OCR less than a core); the first page it cannot read stops the document's
 reading there, so what was read is always a prefix of the document and a later read that starts
 at that page (``from_page``) continues it exactly.
 """
@@ -19,8 +20,10 @@ from jobs.reader.ocr.engine import Engine, PageText
 from jobs.reader.ocr.pictures import Picture, image_frames, render_page
 from jobs.reader.pdf.wire import Reading
 
-# One page's bound (Tesseract's own deadline): a letter page of dense text takes 1 to 3 s.
+# One page's bound (Tesseract's own deadline): a letter page of dense text takes 1 to 3 s of CPU.
 PAGE_DEADLINE_S = 30.0
+# A page is not started with less time than this left: it would be cancelled, its work lost.
+MIN_PAGE_S = 1.0
 
 
 class OcrRun:
@@ -29,11 +32,11 @@ class OcrRun:
     def __init__(self, engine: Engine, pages: int, budget_s: float) -> None:
         self.engine = engine
         self.pages_left = pages
-        self.budget_s = budget_s
+        self.until = time.monotonic() + budget_s
         self.spent_s = 0.0  # CPU time OCR used, which the text layer's budget does not pay for
 
     def may_read(self) -> bool:
-        return self.pages_left > 0 and self.spent_s < self.budget_s
+        return self.pages_left > 0 and self.until - time.monotonic() >= MIN_PAGE_S
 
     def read_page(self, page: pdfium.PdfPage, number: int, reading: Reading) -> str | None:
         """The page's text by OCR; None when the budget (pages or time) does not reach it."""
@@ -76,5 +79,5 @@ class OcrRun:
             yield found.text
 
     def _read(self, picture: Picture) -> PageText:
-        deadline = min(PAGE_DEADLINE_S, max(1.0, 2 * (self.budget_s - self.spent_s)))
+        deadline = min(PAGE_DEADLINE_S, max(MIN_PAGE_S, self.until - time.monotonic()))
         return self.engine.read(picture.image, dpi=picture.dpi, deadline_s=deadline)

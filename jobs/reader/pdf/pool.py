@@ -64,6 +64,7 @@ RETIRE_WAIT_S = 1.0
 MIN_BUDGET_S = 0.05
 # The CPU time past OCR's budget a child may use before the kernel stops it: one page's worth.
 OCR_PAGE_ROOM_S = 10.0
+OCR_MARGIN_S = 2.0
 
 
 class Failure(StrEnum):
@@ -263,7 +264,9 @@ class PdfPool:
         async with queue.seat(cost_key):
             if until is not None:
                 cpu_budget_s = max(MIN_BUDGET_S, min(cpu_budget_s, until - loop.time()))
-                ocr_s = max(0.0, min(options.ocr_budget_s, until - loop.time() - cpu_budget_s))
+                # OCR stops in time for the worker to render, keep and answer before the deadline.
+                left = until - loop.time() - cpu_budget_s - OCR_MARGIN_S
+                ocr_s = max(0.0, min(options.ocr_budget_s, left))
                 options = dataclasses.replace(options, ocr_budget_s=ocr_s)
             limits = Limits.for_budget(cpu_budget_s, self.memory_bytes, self.wall_s, options.ocr_budget_s)
             request = Request(body, max_chars, limits.cpu_budget_s, limits.cpu_limit_s, options)
