@@ -320,9 +320,8 @@ def worker_figures() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve", nargs=3, metavar=("CERT_DIR", "PORT", "COUNTS"), help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--pixels-only", action="store_true", help="leave out the 20-page scan through a worker"
-    )
+    parser.add_argument("--pixels-only", action="store_true", help="leave out the scan through a worker")
+    parser.add_argument("--worker-only", action="store_true", help="only the 20-page scan through a worker")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), args.serve[2])
