@@ -300,13 +300,25 @@ def worker_figures() -> None:
             "RESEARCH_GUARDIAN_ALLOW_CIDRS": "127.0.0.1/32",
             "RESEARCH_CA_BUNDLE": str(bundle),
             "RESEARCH_URL_MENU": "off",
-            "RESEARCH_LOG_LEVEL": "WARNING",
+            "RESEARCH_LOG_LEVEL": "INFO",
+            "RESEARCH_ARCHIVE": str(Path(tmp) / "archive"),
         }
-        worker = start_module("worker.cli", env, args=["run"])
+        log = Path(tmp) / "worker.log"
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "run"],
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **env},
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("w"),
+        )
         try:
             wait_for_port(port, timeout_s=60)
             wait_for_health(redis.url, queue, 1)
-            asyncio.run(through_worker(redis.url, queue, f"https://127.0.0.1:{port}/scan.pdf"))
+            try:
+                asyncio.run(through_worker(redis.url, queue, f"https://127.0.0.1:{port}/scan.pdf"))
+            except SystemExit:
+                print("the worker's log, last lines:\n" + "\n".join(log.read_text().splitlines()[-15:]))
+                raise
             print(
                 f"requests that reached the server: {counts.read_text().split().count('/scan.pdf')}",
                 "(target 1)",

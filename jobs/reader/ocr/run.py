@@ -34,9 +34,12 @@ class OcrRun:
         self.pages_left = pages
         self.until = time.monotonic() + budget_s
         self.spent_s = 0.0  # CPU time OCR used, which the text layer's budget does not pay for
+        self.longest_s = 0.0  # the longest a page took, on the clock: the next may take as long
 
     def may_read(self) -> bool:
-        return self.pages_left > 0 and self.until - time.monotonic() >= MIN_PAGE_S
+        """Pages are left, and time for one more: a page started without it would be cancelled
+        (its work lost) or run past the job's deadline while Tesseract lays the page out."""
+        return self.pages_left > 0 and self.until - time.monotonic() >= max(MIN_PAGE_S, self.longest_s)
 
     def read_page(self, page: pdfium.PdfPage, number: int, reading: Reading) -> str | None:
         """The page's text by OCR; None when the budget (pages or time) does not reach it."""
@@ -79,5 +82,8 @@ class OcrRun:
             yield found.text
 
     def _read(self, picture: Picture) -> PageText:
-        deadline = min(PAGE_DEADLINE_S, max(MIN_PAGE_S, self.until - time.monotonic()))
-        return self.engine.read(picture.image, dpi=picture.dpi, deadline_s=deadline)
+        started = time.monotonic()
+        deadline = min(PAGE_DEADLINE_S, max(MIN_PAGE_S, self.until - started))
+        found = self.engine.read(picture.image, dpi=picture.dpi, deadline_s=deadline)
+        self.longest_s = max(self.longest_s, time.monotonic() - started)
+        return found

@@ -56,7 +56,8 @@ def _paragraph(paragraph: Paragraph, blocks: Blocks, formats: dict[tuple[str, st
     if style.lower() == "title":
         blocks.heading(text, 1)
         return
-    number = paragraph._p.pPr.numPr if paragraph._p.pPr is not None else None
+    properties = paragraph._p.pPr  # python-docx has no public API for a paragraph's numbering
+    number: Any = properties.numPr if properties is not None else None
     if number is not None or style.lower().startswith("list"):
         depth, ordered = 0, "number" in style.lower()
         if number is not None:

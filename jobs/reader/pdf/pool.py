@@ -64,7 +64,7 @@ RETIRE_WAIT_S = 1.0
 MIN_BUDGET_S = 0.05
 # The CPU time past OCR's budget a child may use before the kernel stops it: one page's worth.
 OCR_PAGE_ROOM_S = 10.0
-OCR_MARGIN_S = 2.0
+OCR_MARGIN_S = 3.0
 
 
 class Failure(StrEnum):
