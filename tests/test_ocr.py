@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ class Budget:
         return OcrAsk("eng", self.reserve, self.refund)
 
 
-async def read(body: bytes, content_type: str, ocr: OcrAsk | None) -> object:
+async def read(body: bytes, content_type: str | None, ocr: OcrAsk | None) -> Any:
     return await build_document(
         body,
         content_type,
@@ -134,3 +135,28 @@ async def test_a_damaged_image_is_refused_by_name() -> None:
 
 def test_a_read_reserves_no_more_than_its_share() -> None:
     assert 0 < MAX_PAGES_PER_READ <= 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "image/png",
+        "IMAGE/JPEG; q=1",
+        "image/tiff",
+        "image/webp",
+        "image/gif",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.oasis.opendocument.spreadsheet",
+    ],
+)
+def test_images_and_office_types_are_read_whole_like_a_pdf(content_type: str) -> None:
+    from jobs.reader.content_types import DeclaredKind, declared_kind
+
+    assert declared_kind(content_type) is DeclaredKind.DOCUMENT
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "WEBP"])
+async def test_an_undeclared_image_is_sniffed_and_read(fmt: str) -> None:
+    lines = ["Sniffed image text"]
+    document = await read(image_bytes(page_image(lines), fmt), None, Budget(5).ask())
+    assert "Sniffed image text" in document.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
@@ -33,7 +34,7 @@ HAS_LIST = {"docx", "pptx", "odt", "odp"}
 HAS_TABLE = {"docx", "xlsx", "pptx", "odt", "ods", "odp"}
 
 
-async def read(body: bytes, content_type: str | None, fmt: str = "markdown") -> object:
+async def read(body: bytes, content_type: str | None, fmt: str = "markdown") -> Any:
     return await build_document(
         body,
         content_type,
