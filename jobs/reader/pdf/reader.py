@@ -23,6 +23,7 @@ from jobs.reader.pdf.wire import Kind, Options, Reading, Refusal
 from worker.document_notes import OcrNote
 from worker.errors import UnsupportedContentType
 from worker.logs import fields
+from worker.tracing import phases
 
 log = logging.getLogger("research.pdf")
 
@@ -93,6 +94,7 @@ async def read_pdf(
         kind=kind, ocr_pages=granted, ocr_budget_s=MAX_OCR_S if granted else 0.0, from_page=from_page
     )
     reply: Reading | Refusal | None = None
+    started_ns = phases.now_ns()
     try:
         reply = await default_pool().read(
             body,
@@ -108,8 +110,10 @@ async def read_pdf(
         log.warning("a PDF child failed", extra=fields(failure=failed.failure.value, bytes=len(body)))
         raise UnsupportedContentType(failure_message(failed.failure, failed.limits)) from None
     finally:
+        used = len(reply.ocr_pages) if isinstance(reply, Reading) else 0
+        if used:  # the job's OCR phase (worker/tracing): the child's reading, scan pages and all
+            phases.record(phases.OCR, started_ns)
         if ocr is not None and granted:
-            used = len(reply.ocr_pages) if isinstance(reply, Reading) else 0
             await ocr.refund(granted - used)
     if isinstance(reply, Refusal):
         raise UnsupportedContentType(REFUSALS[reply])
