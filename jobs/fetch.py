@@ -31,8 +31,7 @@ from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.document import Document, build_document, cut_text, reads_in_child
 from jobs.reader.formats import FORMATS, MARKDOWN, TEXT, page_offsets, whole_text_paced
 from jobs.reader.hidden import strip_invisible
-from jobs.reader.ocr.ask import OcrAsk, for_report
-from jobs.reader.ocr.read_on import ReadOn, read_on, wants_more
+from jobs.reader.ocr.service import OcrService
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reader.pieces import needle_of
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
@@ -67,13 +66,12 @@ from worker.limits import (
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
-from worker.state.budget import OcrBudget, ReadBudget, Tool
+from worker.state.budget import ReadBudget, Tool
 from worker.state.clock import RedisClock
 from worker.state.menu import Menu
 from worker.state.pages.cache import Fresh, PageCache
 from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
-from worker.state.pages.scans import Scans
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
@@ -197,8 +195,7 @@ class _Parts:
     domains: ReportDomains  # the deployment's domain lists, narrowed per report
     robots: Robots | None  # robots.txt, when the operator turned it on
     archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
-    ocr_pages: OcrBudget | None = None  # the reports' OCR budgets (jobs/reader/ocr)
-    scans: Scans | None = None  # scans whose OCR stopped short, for continuations to read on
+    ocr: OcrService | None = None  # scans and images: the reports' OCR budgets, scans to read on
 
 
 class PageJob:
@@ -267,10 +264,7 @@ class FetchPageTool(PageJob):
             domains=report_domains(runtime.redis, settings),
             robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
-            ocr_pages=OcrBudget(
-                runtime.redis, limit=settings.ocr_budget_pages, window_s=settings.budget_window_s
-            ),
-            scans=Scans(self._cache_redis or runtime.redis, ttl_s=settings.budget_window_s),
+            ocr=OcrService(runtime.redis, self._cache_redis or runtime.redis, settings),
         )
         self._parts.hosts.start()
         self._parts.pages.start()
@@ -392,7 +386,21 @@ class FetchPageTool(PageJob):
 
         source: Source = FromKept(parts.documents, kept)
         page = kept.page
-        more = await self._read_on(job, parts, request, kept)
+        more = (
+            await parts.ocr.read_on(
+                job,
+                parts.documents,
+                kept,
+                fmt=request.format,
+                offset=request.offset,
+                max_chars=request.max_chars,
+                find=request.find is not None,
+                extract=request.extract,
+                until=job.deadline - DEADLINE_MARGIN_S,
+            )
+            if parts.ocr is not None
+            else None
+        )
         if more is not None:  # a scan whose OCR stopped short, read on to reach this piece or find
             source, page = InHand(more.texts, more.offsets), more.page
         text = await answer(
@@ -406,29 +414,6 @@ class FetchPageTool(PageJob):
         if kept.page.archive_record is not None:
             parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
         return FetchFields(page, True, text)
-
-    async def _read_on(
-        self, job: JobContext, parts: _Parts, request: FetchRequest, kept: Kept
-    ) -> ReadOn | None:
-        ocr = ocr_for(job, parts.ocr_pages)
-        wanted = wants_more(
-            kept,
-            request.format,
-            offset=request.offset,
-            max_chars=request.max_chars,
-            find=request.find is not None,
-        )
-        if ocr is None or parts.scans is None or not wanted:
-            return None
-        return await read_on(
-            kept,
-            parts.scans,
-            parts.documents,
-            ocr,
-            until=job.deadline - DEADLINE_MARGIN_S,
-            cpu_budget_s=job.settings.reduce_cpu_budget_s,
-            noted_for=(job.report_id, request.extract, kept.page.url),
-        )
 
     async def _fetch_and_read(
         self,
@@ -469,7 +454,7 @@ class FetchPageTool(PageJob):
                 until=until,
                 format=request.format,
                 content_language=fetched.content_language,
-                ocr=ocr_for(job, parts.ocr_pages),
+                ocr=parts.ocr.ask(job) if parts.ocr is not None else None,
             )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
@@ -487,8 +472,8 @@ class FetchPageTool(PageJob):
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
-        if parts.scans is not None and document.ocr is not None and "unread_from" in document.ocr:
-            await parts.scans.keep(keeping.digest, fetched.body, list(document.readable.pages or ()))
+        if parts.ocr is not None:
+            await parts.ocr.keep_scan(keeping.digest, document, fetched.body)
         # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=keeping.digest), storable=storable, keeping=keeping)
@@ -584,13 +569,6 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         ocr=document.ocr,
         refused=document.refused,
     )
-
-
-def ocr_for(job: JobContext, budget: OcrBudget | None) -> OcrAsk | None:
-    settings = job.settings
-    if budget is None:
-        return None
-    return for_report(budget, job.report_id, enabled=settings.ocr, languages=settings.ocr_languages)
 
 
 def url_about(arguments: Mapping[str, Any]) -> About | None:
