@@ -213,6 +213,8 @@ def _visible_text(textpage: pdfium.PdfTextPage, count: int, scan: _PageScan) -> 
 def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
     """The URIs of the page's link annotations, in annotation order (other actions are skipped)."""
     found: list[str] = []
+    if raw.FPDFPage_GetAnnotCount(page.raw) <= 0:
+        return found  # no annotation, so no link: most pages of most documents
     position = ctypes.c_int(0)
     link = raw.FPDF_LINK()
     position_ref, link_ref = ctypes.byref(position), ctypes.byref(link)
@@ -282,8 +284,10 @@ class _PageScan:
             elif kind in painted:
                 self._paints.append(self._paint(order, kind, handle, form))
                 self.images += kind == image_kind
+        plainly_seen = self._plainly_seen
         for order, handle, form in texts:
-            self._judge(order, handle, form)
+            if not plainly_seen(order, handle, form):
+                self._judge(order, handle, form)
 
     def keeps(self, textpage: pdfium.PdfTextPage, index: int) -> bool:
         handle = raw.FPDFText_GetTextObject(textpage.raw, index)
@@ -306,8 +310,6 @@ class _PageScan:
         return self.visible_box.contains((left.value + right.value) / 2, (bottom.value + top.value) / 2)
 
     def _judge(self, order: int, handle: Any, form: Matrix | None) -> None:
-        if self._plainly_seen(order, handle, form):
-            return
         look = self._look(handle, form)
         verdict = judge(
             look,
