@@ -11,20 +11,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import tesserocr
 from PIL import Image
 
-# Where Debian's tesseract-ocr-* packages (and the usual source builds) put the language models.
-TESSDATA_DIRS = (
-    "/usr/share/tesseract-ocr/5/tessdata",
-    "/usr/share/tesseract-ocr/4.00/tessdata",
-    "/usr/share/tessdata",
-    "/usr/local/share/tessdata",
-)
-# A language list as RESEARCH_OCR_LANGUAGES gives it: Tesseract's codes joined by "+".
-MAX_LANGUAGES = 8
+from jobs.reader.ocr.models import OcrUnavailable, tessdata_dir
+
+__all__ = ["Engine", "OcrUnavailable", "PageText"]
 
 
 @dataclass(frozen=True)
@@ -32,19 +25,6 @@ class PageText:
     text: str
     confidence: float  # Tesseract's mean word confidence, 0 to 100
     complete: bool  # False when the page's deadline cancelled recognition
-
-
-class OcrUnavailable(Exception):
-    """Tesseract or one of the languages asked for is not installed."""
-
-
-def tessdata_dir(languages: str) -> str:
-    """The first models folder that holds every language asked for."""
-    wanted = languages.split("+")
-    for folder in TESSDATA_DIRS:
-        if all((Path(folder) / f"{code}.traineddata").is_file() for code in wanted):
-            return folder
-    raise OcrUnavailable(f"no Tesseract models for {languages} in {', '.join(TESSDATA_DIRS)}")
 
 
 class Engine:

@@ -7,12 +7,17 @@ continuation needs more (``read_on``). Everything else stays in ``jobs/reader/oc
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from jobs.reader.ocr.ask import OcrAsk, for_report
+from jobs.reader.ocr.models import OcrUnavailable, tessdata_dir
 from jobs.reader.ocr.read_on import ReadOn, read_on, wants_more
+from worker.logs import fields
 from worker.state.budget import OcrBudget
 from worker.state.pages.scans import Scans
+
+log = logging.getLogger("research.ocr")
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -30,6 +35,15 @@ class OcrService:
         self.budget = OcrBudget(redis, limit=settings.ocr_budget_pages, window_s=settings.budget_window_s)
         # Beside the kept documents (the cache's Redis, when it has its own), for the same window.
         self.scans = Scans(documents_redis, ttl_s=settings.budget_window_s)
+        if self.enabled:
+            try:
+                tessdata_dir(self.languages)
+            except OcrUnavailable as missing:
+                # Said once at start: each scan would otherwise read as "OCR off" with no reason.
+                log.warning(
+                    "OCR is on but Tesseract's models are missing: scans and images will be refused",
+                    extra=fields(languages=self.languages, error=str(missing)),
+                )
 
     def ask(self, job: JobContext) -> OcrAsk | None:
         """The OCR a fetch for the job's report may do; None with OCR off."""
