@@ -32,7 +32,7 @@ def parse_domains(raw: str) -> frozenset[str]:
 
 def ocr_languages(raw: str) -> str:
     """Tesseract's language codes ("eng", "chi_sim"), "+"-joined, at most eight: a model's file name."""
-    codes = [code.strip() for code in raw.replace(",", "+").split("+") if code.strip()]
+    codes = [code.strip() for code in raw.strip().replace(",", "+").split("+")]
     if not 0 < len(codes) <= 8 or not all(re.fullmatch(r"[a-z]{3}(_[a-z]{2,8})?", c) for c in codes):
         raise ValueError("must be Tesseract language codes joined by +, such as eng or eng+deu")
     return "+".join(codes)
