@@ -18,7 +18,7 @@ import aiohttp
 import yarl
 
 from jobs.decoding import Decoder
-from jobs.reader.content_types import PDF_SIGNATURE, DeclaredKind, declared_kind, looks_like_pdf
+from jobs.reader.content_types import DeclaredKind, declared_kind, looks_like_document
 from worker.errors import (
     ConnectionFailed,
     GuardianRefusal,
@@ -125,7 +125,7 @@ class Fetcher:
         kind = declared_kind(content_type)
         if kind is DeclaredKind.BINARY:
             raise UnsupportedContentType(f"the page is {_essence(content_type)}, neither text nor a PDF")
-        if kind is DeclaredKind.PDF:
+        if kind in WHOLE:
             self._refuse_declared_oversize(response)
         body, truncated = await self._read_body(final, response, kind, observer)
         cache_control = ", ".join(response.headers.getall("Cache-Control", [])) or None
@@ -178,7 +178,7 @@ class _Body:
     once the body is declared or sniffed as a PDF."""
 
     def __init__(self, kind: DeclaredKind, limits: FetchLimits) -> None:
-        self.pdf = kind is DeclaredKind.PDF
+        self.pdf = kind in WHOLE
         self._limits = limits
         self.limit = limits.max_pdf_bytes if self.pdf else limits.max_bytes
         self._sniffed = kind is not DeclaredKind.UNDECLARED
@@ -193,15 +193,21 @@ class _Body:
             if not out:
                 return
             self._data += out
-            if not self._sniffed and len(self._data) >= len(PDF_SIGNATURE):
-                # An undeclared body that turns out to be a PDF is read to the PDF cap instead.
+            if not self._sniffed and len(self._data) >= SNIFF_BYTES:
+                # An undeclared body that turns out to be a PDF (an image, an office file) is
+                # read to the PDF cap instead.
                 self._sniffed = True
-                if looks_like_pdf(bytes(self._data[: len(PDF_SIGNATURE)])):
+                if looks_like_document(bytes(self._data[:SNIFF_BYTES])):
                     self.pdf, self.limit = True, self._limits.max_pdf_bytes
             self.over = len(self._data) > self.limit
 
     def bytes(self) -> bytes:
         return bytes(self._data[: self.limit])
+
+
+# Read whole, to the PDF cap: a PDF, an image, an office document (a cut one cannot be parsed).
+WHOLE = frozenset({DeclaredKind.PDF, DeclaredKind.DOCUMENT})
+SNIFF_BYTES = 16  # the longest signature looks_like_document needs (WebP's RIFF....WEBP is 12)
 
 
 def _pdf_too_large(cap: int, declared: int | None) -> str:

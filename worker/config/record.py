@@ -18,6 +18,7 @@ from worker.config.validators import (
     header_value,
     http_url,
     log_level,
+    ocr_languages,
     origins,
     otel_traces_endpoint,
     parse_cidrs,
@@ -123,6 +124,10 @@ class Settings:
     mcp_origins: tuple[str, ...] = ()
     mcp_rate_per_minute: int = 120
     mcp_max_body_bytes: int = 262_144
+    # OCR of scans and images (docs/documents.md): on by default, Tesseract's language codes, "+"-joined.
+    ocr: bool = True
+    ocr_languages: str = "eng"
+    ocr_budget_pages: int = 200  # pages OCR may read per report (its budget window)
 
     @property
     def job_timeout_s(self) -> float:
@@ -215,6 +220,11 @@ class Settings:
             blocked_domains=e.parse("RESEARCH_BLOCKED_DOMAINS", frozenset(), parse_domains),
             allowed_domains=e.parse("RESEARCH_ALLOWED_DOMAINS", frozenset(), parse_domains),
             robots=e.switch("RESEARCH_ROBOTS", False),
+            ocr=e.switch("RESEARCH_OCR", True),
+            ocr_languages=e.parse("RESEARCH_OCR_LANGUAGES", cls.ocr_languages, ocr_languages),
+            ocr_budget_pages=e.integer(
+                "RESEARCH_OCR_BUDGET_PAGES", cls.ocr_budget_pages, minimum=0, maximum=MAX_COUNT
+            ),
             metrics_port=e.parse("RESEARCH_METRICS_PORT", None, port),
             dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, user_password),
             openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
