@@ -155,7 +155,7 @@ async def storage(redis_url: str, pages: list[Capture], root: Path, dedup: bool)
                 for c in pages
             ]
             for receipt in receipts:
-                assert await receipt.stored(within_s=60) is not None
+                assert await receipt.landed(within_s=60) is not None
     finally:
         await archive.stop()
         await redis.aclose()
@@ -172,7 +172,7 @@ async def export_time(redis_url: str, pages: list[Capture], root: Path) -> tuple
     try:
         receipts = [archive.fetched("export-25", c) for c in pages[:EXPORT_FETCHES]]
         for receipt in receipts:
-            assert await receipt.stored(within_s=60) is not None
+            assert await receipt.landed(within_s=60) is not None
         started = time.perf_counter()
         out = io.BytesIO()
         async for chunk in export(store, "export-25", await cited(redis, "export-25")):

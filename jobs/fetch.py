@@ -37,6 +37,7 @@ from jobs.reading import FromKept, InHand, KeptGone, Source, answer
 from jobs.render.delegate import render_on_worker
 from jobs.robots import Robots
 from worker.archive.capture import Capture
+from worker.archive.failed import keep_failed
 from worker.archive.service import SharedArchive
 from worker.archive.writer import DROPPED, Archive
 from worker.config import RenderMode, Settings
@@ -409,8 +410,9 @@ class FetchPageTool(PageJob):
         it, so storing the record overlaps the reading of the page."""
         parts = self._started()
         capture = Capture() if parts.archive.enabled else None
-        fetched = await self._fetch(job, parts, target, may_follow, until, capture)
-        receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
+        with keep_failed(parts.archive, job.report_id, job.job_id, capture):  # a 404 is evidence too
+            fetched = await self._fetch(job, parts, target, may_follow, until, capture)
+        receipt = DROPPED if capture is None else parts.archive.fetched(job.report_id, capture, job.job_id)
         sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         # The worker's CPU slots (worker.runtime.cpu_slots): smallest body first, small ones in a lane of
@@ -444,7 +446,7 @@ class FetchPageTool(PageJob):
         page = replace(
             page_of(target, fetched, document, job.settings.fetch_max_chars),
             sha256=sha256,
-            archive_record=await receipt.stored(),
+            archive_record=await receipt.accepted(),
         )
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)

@@ -94,6 +94,7 @@ FETCH_PAGE_OK: Final[dict[str, Any]] = {
         "sha256": NULLABLE_STRING,
         "archived": {"type": "boolean"},
         "archive_record": NULLABLE_STRING,
+        "screenshot_record": NULLABLE_STRING,
         "rendered": {"type": "boolean"},
         "script_shell": {"type": "boolean"},
         "refetched": {"type": "boolean"},

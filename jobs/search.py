@@ -150,7 +150,7 @@ class WebSearchTool:
         results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
         receipt = self._keep(job.report_id, heard, request, answered.name.value, results)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
-        record = await receipt.stored()
+        record = await receipt.accepted()
         return SearchFields(request.query, tuple(results), answered.name.value, record)
 
     def _keep(
