@@ -20,6 +20,7 @@ MAX_HEIGHT = 2400  # CSS pixels of the page, from its top
 MAX_BYTES = 2 * 1024 * 1024
 MAX_S = 3.0
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PAGE_HEIGHT = "() => Math.max(document.documentElement.scrollHeight, document.body?.scrollHeight ?? 0)"
 
 
 async def take(page: Page, seconds: float) -> bytes | None:
@@ -29,9 +30,7 @@ async def take(page: Page, seconds: float) -> bytes | None:
         return None
     with contextlib.suppress(Exception):
         size = page.viewport_size or {"width": 1280, "height": 720}
-        height = await page.evaluate(
-            "() => Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)"
-        )
+        height = await page.evaluate(PAGE_HEIGHT)
         tall = max(1, min(MAX_HEIGHT, int(height) if isinstance(height, int | float) else 0))
         for clip_height in (tall, min(tall, size["height"])):
             png = await page.screenshot(

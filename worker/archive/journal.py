@@ -140,3 +140,20 @@ async def lost_records(redis: Redis, queue_name: str, report_id: str | None = No
 
 def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def explain_missing(gone: list[str], cited: int, lost: list[Lost], where: str) -> str:
+    """What ``research-worker archive`` says of the cited records it could not read: those known
+    never written (and why), and the rest (retention, an unreachable store)."""
+    why = {entry.record: entry.why for entry in lost}
+    never = [record for record in gone if record in why]
+    text = f"{len(gone)} of {cited} cited records could not be read from {where}"
+    if never:
+        reasons = sorted({why[record] for record in never})
+        text += (
+            f"; {len(never)} of them were accepted and never written ({'; '.join(reasons)}): "
+            + ", ".join(never[:20])
+        )
+    if len(gone) > len(never):
+        text += f"; {len(gone) - len(never)} deleted by retention, or the store is unreachable"
+    return text + "; the file holds the others"

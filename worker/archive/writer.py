@@ -231,8 +231,6 @@ class Archive:
                 )
                 with contextlib.suppress(RedisError, OSError):
                     await self._lost(left, "the worker stopped before writing it")
-            with contextlib.suppress(RedisError, OSError):
-                await self._redis.delete(keys.archive_health(self._queue_name, self._worker_id))
         if self.store is not None:
             with contextlib.suppress(StoreFailed, OSError):
                 await self.store.close()

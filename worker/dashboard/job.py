@@ -16,6 +16,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_pre
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
+from worker.archive.ids import parse_record_id
 from worker.dashboard.data import RecentRow
 from worker.limits import REPORT_ID
 from worker.serialization import JsonObject
@@ -51,6 +52,7 @@ class JobDetail:
     worker_id: str | None
     target: str | None
     report_id: str | None
+    screenshot_record: str | None = None  # a rendered page's screenshot in the archive
 
 
 async def read_job(
@@ -108,6 +110,7 @@ async def read_job(
         worker_id=line.worker_id if line is not None else None,
         target=decode.short_or_none(about.target, STRING_PREVIEW) if about.target else None,
         report_id=_report_id(about.report_id),
+        screenshot_record=parse_record_id(result.get("screenshot_record")) if result is not None else None,
     )
 
 

@@ -39,6 +39,7 @@ def index_context(snap: Snapshot, filters: Filters) -> dict[str, Any]:
         ),
         "backoffs": snap.backoffs,
         "archive": snap.archive,
+        "archive_lost": snap.archive_lost,
         "filters": filters,
         "page": paginate(snap.recent, filters),
         "outcome_counts": outcome_counts(snap.recent, filters),
