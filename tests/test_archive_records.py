@@ -17,9 +17,9 @@ from warcio.archiveiterator import ArchiveIterator
 from worker.archive.capture import Capture, Hop
 from worker.archive.ids import day_of, digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.records import Original, Stamp, fetch_file, payload_digest
+from worker.config import ArchiveBucket, ArchiveDirectory, ConfigError, Settings
 
 STAMP = Stamp("r-1", "job-1", {"operator": "tests"})
-from worker.config import ArchiveBucket, ArchiveDirectory, ConfigError, Settings
 
 KEY = re.compile(
     r"records/\d{4}-\d{2}-\d{2}/[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.warc\.gz"
