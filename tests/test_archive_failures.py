@@ -309,7 +309,8 @@ async def test_a_report_id_of_dots_is_only_a_name(
     result = await fetch_once(fetch_settings(settings, ca, archive=dir_target), token, report, ca)
     assert result["archived"]
     assert all(not n.startswith("..") for n in stored_names(Path(dir_target.path)))
-    assert len(read_records(await exported(redis, dir_target, report))) == 4  # warcinfo (export, file), response, request
+    # warcinfo (the export's, the file's), response, request
+    assert len(read_records(await exported(redis, dir_target, report))) == 4
     await redis.delete(keys.archive_report(report))
 
 
