@@ -5,13 +5,14 @@ reports citing the same 20 pages; the time to export a 25-fetch report.
 Throughput: one worker process per mode fetches the same mix of 20-500 KB pages from a local TLS
 server (its own process) with the page cache off, so every job goes to the network and writes its
 records (the 64 distinct pages repeat, so later copies are revisits, as re-fetches are). S3 is
-moto in its own process on 127.0.0.1, served with keep-alive
-(``bench/_moto_keepalive.py``: moto's own server closes every connection, which no real store does). Storage and export run in this process
-against a directory archive, with real captures of the server's pages.
+moto in its own process on 127.0.0.1, served with keep-alive (``bench/_moto_keepalive.py``:
+moto's own server closes every connection, which no real store does). Storage and export run in
+this process against a directory archive, with real captures of the server's pages. The worker's
+CPU per job is printed beside each rate: on a shared machine it is the steadier figure.
 
-    python bench/archive.py [--jobs 300] [--concurrency 16]
+    python bench/archive.py [--jobs 300] [--concurrency 16] [--modes off,directory,s3]
 
-Targets (issue 27): throughput with the archive on is at least 90 % of off, for both stores.
+Targets (issues 27, 37): throughput with the archive on is at least 90 % of off, for both stores.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
 from worker.archive.ids import parse_record_id
-from worker.dashboard.data import RecentRow
+from worker.dashboard.data import PhaseRow, RecentRow
 from worker.limits import REPORT_ID
 from worker.serialization import JsonObject
 from worker.state import keys
@@ -53,6 +53,13 @@ class JobDetail:
     target: str | None
     report_id: str | None
     screenshot_record: str | None = None  # a rendered page's screenshot in the archive
+    # What the job spent its time on, when it is among the recent results (its worker measured it).
+    phases: tuple[PhaseRow, ...] = ()
+
+    @property
+    def phases_end_ms(self) -> float:
+        """Where the last phase ends: the scale of the phase bars."""
+        return max((p.start_ms + p.duration_ms for p in self.phases), default=0.0)
 
 
 async def read_job(
@@ -111,6 +118,7 @@ async def read_job(
         target=decode.short_or_none(about.target, STRING_PREVIEW) if about.target else None,
         report_id=_report_id(about.report_id),
         screenshot_record=parse_record_id(result.get("screenshot_record")) if result is not None else None,
+        phases=line.phases if line is not None else (),
     )
 
 
