@@ -527,7 +527,7 @@ class Archive:
         self._metrics.archive_bytes.inc(len(data))
         self._count("written")
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         return {
             "worker_id": self._worker_id,
             "where": self.store.where if self.store is not None else None,
