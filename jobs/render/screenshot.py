@@ -10,6 +10,7 @@ nothing: the page is still read.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -28,20 +29,27 @@ async def take(page: Page, seconds: float) -> bytes | None:
     seconds = min(MAX_S, seconds)
     if seconds <= 0.1:
         return None
+    # One bound for all of it: a page whose scripts hold its main thread answers nothing.
     with contextlib.suppress(Exception):
-        size = page.viewport_size or {"width": 1280, "height": 720}
-        height = await page.evaluate(PAGE_HEIGHT)
-        tall = max(1, min(MAX_HEIGHT, int(height) if isinstance(height, int | float) else 0))
-        for clip_height in (tall, min(tall, size["height"])):
-            png = await page.screenshot(
-                type="png",
-                full_page=True,
-                clip={"x": 0, "y": 0, "width": size["width"], "height": clip_height},
-                scale="css",
-                animations="disabled",
-                caret="hide",
-                timeout=seconds * 1000,
-            )
-            if png.startswith(PNG_SIGNATURE) and len(png) <= MAX_BYTES:
-                return png
+        async with asyncio.timeout(seconds):
+            return await _take(page, seconds)
+    return None
+
+
+async def _take(page: Page, seconds: float) -> bytes | None:
+    size = page.viewport_size or {"width": 1280, "height": 720}
+    height = await page.evaluate(PAGE_HEIGHT)
+    tall = max(1, min(MAX_HEIGHT, int(height) if isinstance(height, int | float) else 0))
+    for clip_height in (tall, min(tall, size["height"])):
+        png = await page.screenshot(
+            type="png",
+            full_page=True,
+            clip={"x": 0, "y": 0, "width": size["width"], "height": clip_height},
+            scale="css",
+            animations="disabled",
+            caret="hide",
+            timeout=seconds * 1000,
+        )
+        if png.startswith(PNG_SIGNATURE) and len(png) <= MAX_BYTES:
+            return png
     return None
