@@ -2,7 +2,7 @@
 
 Fetch workers never start a browser: a ``fetch_page`` with ``render: true`` (or a script shell
 under ``RESEARCH_RENDER=auto``) is validated, checked against the menu and charged on the fetch
-worker, then handed to this job on the render queue (``jobs/render/delegate.py``), so a browser's
+worker, then handed to this job on the render queue (``jobs/fetch/handoff.py``), so a browser's
 memory lives only in the processes that opted in. The job reads like the fetch: check the URL and
 the menu again (the queue is internal, but a check costs nothing), fetch the document through the
 guarded fetcher with the menu's hop rule, render it (``jobs/render/page.py``), reduce the DOM with
@@ -22,11 +22,14 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import PageJob, hop_rule, page_of, require_on_menu, time_bound
-from jobs.fetcher import Fetcher, FetchLimits
+from jobs.fetch.hops import report_rule, require_on_menu
+from jobs.fetch.network import fetch_limits, time_bound
+from jobs.fetch.page import page_of
+from jobs.fetch.request import PageJob, text_format
+from jobs.fetcher import Fetcher
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
-from jobs.reader.formats import FORMATS, TEXT
+from jobs.reader.formats import TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
 from worker.archive.capture import Capture, hearing
@@ -80,12 +83,9 @@ class RenderPageTool(PageJob):
         policy = AddressPolicy(settings.guardian_allow_cidrs)
         self._playwright = await async_playwright().start()
         self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver)
-        limits = FetchLimits(
-            max_bytes=settings.fetch_max_bytes,
-            max_pdf_bytes=settings.fetch_max_pdf_bytes,
-            max_redirects=settings.fetch_max_redirects,
+        self._fetcher = Fetcher(
+            guarded_session(settings, policy, self._resolver), policy, fetch_limits(settings)
         )
-        self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
         self._archive = self._shared.open(settings, runtime.redis, runtime.metrics)
 
     async def stop(self) -> None:
@@ -99,9 +99,7 @@ class RenderPageTool(PageJob):
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
         url, extract, deadline_at = _parse(arguments)
-        fmt = arguments.get("format", TEXT)
-        if fmt not in FORMATS:
-            raise InvalidRequest("format must be 'markdown' or 'text'")
+        fmt = text_format(arguments.get("format", TEXT))
         if self._renderer is None or self._fetcher is None or self._archive is None:
             raise RuntimeError("render_page was not started by this worker")
         archive, fetch_job = self._archive, job.job_id.removesuffix(RENDER_SUFFIX)
@@ -117,7 +115,7 @@ class RenderPageTool(PageJob):
             seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
             with keep_failed(archive, job.report_id, fetch_job, capture), hearing(capture):
                 async with time_bound(seconds, target):
-                    fetched = await self._fetcher.get(target, hop_rule(menu, job.report_id), capture)
+                    fetched = await self._fetcher.get(target, report_rule(menu, job.report_id), capture)
         except GuardianRefusal as refusal:
             job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
@@ -162,7 +160,7 @@ class RenderPageTool(PageJob):
             max_chars=settings.fetch_max_chars,
             cpu_budget_s=settings.reduce_cpu_budget_s,
             body_truncated=rendered.truncated or fetched.truncated,
-            format=str(fmt),
+            format=fmt,
         )
         # The document's exchange, the DOM the reader read and the screenshot (docs/archive.md).
         receipt = (
