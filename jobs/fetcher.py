@@ -10,6 +10,7 @@ up to its own cap or not at all, because a cut PDF cannot be parsed.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from dataclasses import dataclass
 from typing import Protocol
@@ -34,6 +35,9 @@ from worker.net.retry_after import retry_after_s
 from worker.tracing import phases
 
 READ_CHUNK = 65_536
+# An error answer's body is read for the evidence archive only, and only this far.
+EVIDENCE_BYTES = 65_536
+EVIDENCE_S = 1.0
 
 
 class Observer(Protocol):
@@ -116,6 +120,8 @@ class Fetcher:
         self, final: Target, response: aiohttp.ClientResponse, redirects: int, observer: Observer | None
     ) -> Fetched:
         if not 200 <= response.status < 300:
+            if observer is not None:
+                await _read_evidence(response, observer)
             raise HttpStatus(
                 f"the server answered HTTP {response.status}",
                 status=response.status,
@@ -171,6 +177,27 @@ class Fetcher:
         if observer is not None:
             observer.finished(len(read), body.over)
         return read, body.over
+
+
+async def _read_evidence(response: aiohttp.ClientResponse, observer: Observer) -> None:
+    """An error answer's body for the archive (a 404 page is evidence): as it came, up to
+    ``EVIDENCE_BYTES`` and ``EVIDENCE_S``, so a server that stalls delays the error by no more."""
+    kept = 0
+    cut = False
+    try:
+        async with asyncio.timeout(EVIDENCE_S):
+            async for chunk in response.content.iter_chunked(READ_CHUNK):
+                chunk = chunk[: EVIDENCE_BYTES - kept]
+                observer.read(chunk)
+                kept += len(chunk)
+                if kept >= EVIDENCE_BYTES:
+                    cut = not response.content.at_eof()
+                    break
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        cut = True
+    if cut:
+        response.close()  # the rest is never read; do not return this connection to the pool
+    observer.finished(kept, cut)
 
 
 class _Body:

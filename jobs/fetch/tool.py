@@ -35,6 +35,7 @@ from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
 from jobs.robots import Robots
 from worker.archive.capture import Capture
+from worker.archive.failed import keep_failed
 from worker.archive.service import SharedArchive
 from worker.archive.writer import DROPPED, Archive
 from worker.config import RenderMode, Settings
@@ -317,16 +318,17 @@ class FetchPageTool(PageJob):
         it, so storing the record overlaps the reading of the page."""
         parts = self._started()
         capture = Capture() if parts.archive.enabled else None
-        fetched = await guarded_get(
-            parts.fetcher,
-            parts.hosts,
-            target,
-            hops,
-            timeout_s=job.settings.fetch_timeout_s,
-            until=until,
-            capture=capture,
-        )
-        receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
+        with keep_failed(parts.archive, job.report_id, job.job_id, capture):  # a 404 is evidence too
+            fetched = await guarded_get(
+                parts.fetcher,
+                parts.hosts,
+                target,
+                hops,
+                timeout_s=job.settings.fetch_timeout_s,
+                until=until,
+                capture=capture,
+            )
+        receipt = DROPPED if capture is None else parts.archive.fetched(job.report_id, capture, job.job_id)
         sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
         ocr = parts.ocr.ask(job) if parts.ocr is not None else None
@@ -343,7 +345,7 @@ class FetchPageTool(PageJob):
         with phase(REDUCE):
             whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
         with phase(ARCHIVE):
-            archive_record = await receipt.stored()
+            archive_record = await receipt.accepted()
         page = replace(
             page_of(target, fetched, document, job.settings.fetch_max_chars),
             sha256=sha256,

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 
-from worker.archive import index
+from worker.archive import index, journal
 from worker.archive.export import Missing, export
 from worker.archive.service import open_store
 from worker.archive.store import StoreFailed
@@ -69,6 +69,7 @@ async def _archive(settings: Settings, report_id: str, output: str) -> int:
     redis = await reach(found, settings, REACH_S)
     try:
         cited = await index.cited(redis, report_id)
+        lost = await journal.lost_records(redis, settings.queue_name, report_id)
     finally:
         await redis.aclose()
     if not cited:
@@ -90,8 +91,5 @@ async def _archive(settings: Settings, report_id: str, output: str) -> int:
     finally:
         await store.close()
     if gone:
-        say(
-            f"{len(gone)} of {len(cited)} cited records could not be read from {store.where} (deleted "
-            "by retention, or the store is unreachable); the file holds the others"
-        )
+        say(journal.explain_missing(gone, len(cited), lost, store.where))
     return Exit.JOB_ERROR if len(gone) == len(cited) else Exit.OK

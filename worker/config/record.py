@@ -113,6 +113,7 @@ class Settings:
     archive: ArchiveTarget | None = None
     archive_days: int = 90
     archive_endpoint: str | None = None
+    archive_operator: str = ""  # who keeps the archive, in every file's warcinfo (worker.archive)
     render: RenderMode = RenderMode.OFF
     render_budget: int = 5  # renders per report, besides the fetch each one also costs
     chromium: str = "chromium"  # the browser a render worker runs: a path, or a name on PATH
@@ -249,6 +250,7 @@ class Settings:
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
             archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, http_url),
+            archive_operator=e.parse("RESEARCH_ARCHIVE_OPERATOR", "", header_value),
             render=e.parse("RESEARCH_RENDER", cls.render, render_mode),
             render_budget=e.integer("RESEARCH_RENDER_BUDGET", cls.render_budget, minimum=1),
             chromium=e.text("RESEARCH_CHROMIUM") or cls.chromium,

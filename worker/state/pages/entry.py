@@ -119,6 +119,8 @@ class Page:
     # of that fetch (None: it is not in the archive). See worker.archive.
     sha256: str = field(default="", metadata={READ: _sha256})
     archive_record: str | None = field(default=None, metadata={READ: _record_id})
+    # A rendered page's screenshot (PNG) in the archive (jobs/render): set on rendered results only.
+    screenshot_record: str | None = field(default=None, metadata={WHEN_SET: True, READ: _record_id})
     rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
     script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
     # Scans and images: which pages OCR read (worker.document_notes); None when it read none.
