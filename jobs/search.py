@@ -41,6 +41,7 @@ from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.result_records import OK, About, Citation, SearchFields
 from worker.state.spend import record_search
+from worker.tracing.phases import SEARCH_PROVIDER, phase
 
 log = logging.getLogger("research.search")
 
@@ -148,9 +149,9 @@ class WebSearchTool:
         # Results on a refused domain never reach the agent, nor the menu.
         domains = await self._started_domains().policy(job.report_id)
         results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
-        receipt = self._keep(job.report_id, heard, request, answered.name.value, results)
+        receipt = self._keep(job.report_id, heard, request, answered.name.value, results, job.job_id)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
-        record = await receipt.stored()
+        record = await receipt.accepted()
         return SearchFields(request.query, tuple(results), answered.name.value, record)
 
     def _keep(
@@ -160,6 +161,7 @@ class WebSearchTool:
         request: SearchRequest,
         provider: str,
         results: list[Citation],
+        job_id: str | None = None,
     ) -> Receipt:
         """The answer the results came from (the last one heard), as received, to the archive."""
         if self._archive is None or not self._archive.enabled or not heard:
@@ -178,6 +180,7 @@ class WebSearchTool:
             content_type=last.answer.content_type,
             answer=last.answer.body,
             summary=summary,
+            job_id=job_id,
         )
 
 
@@ -238,7 +241,8 @@ async def asking(provider: Provider, request: SearchRequest, deadline: Deadline,
     metrics = job.runtime.metrics
     try:
         try:
-            found = await provider.search(request.query, request.max_results, request.org_id, deadline)
+            with phase(SEARCH_PROVIDER):
+                found = await provider.search(request.query, request.max_results, request.org_id, deadline)
         except PaidFailure as paid:
             await record_search(
                 job.runtime, job.report_id, request.org_id, paid.spend, provider=provider.name.value

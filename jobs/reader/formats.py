@@ -39,6 +39,7 @@ class Readable:
     # ``links`` counted from 1
     targets: Mapping[int, int] = field(default_factory=dict)
     pages: Sequence[str] | None = None  # PDFs: each page's text, in order, empty ones included
+    markdown: str | None = None  # office documents: the Markdown their reader wrote
 
 
 def whole_text(readable: Readable, fmt: str) -> str:
@@ -49,6 +50,8 @@ def whole_text(readable: Readable, fmt: str) -> str:
         return markdown.render(readable.blocks, readable.targets)
     if readable.pages is not None:
         return pdf_markdown(readable.pages)
+    if readable.markdown is not None:
+        return readable.markdown
     return fenced(readable.plain)
 
 
