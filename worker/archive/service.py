@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.archive.masking import SecretMask
 from worker.archive.store import Store
 from worker.archive.writer import Archive
 from worker.config import ArchiveBucket, ArchiveDirectory, ArchiveTarget
@@ -42,6 +43,7 @@ def open_archive(settings: Settings, redis: Redis, metrics: Metrics) -> Archive:
         worker_id=settings.worker_id,
         days=settings.archive_days,
         window_s=settings.budget_window_s,
+        secrets=SecretMask.from_settings(settings),
     )
 
 
