@@ -39,6 +39,7 @@ from redis.exceptions import RedisError
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.index import ReportIndex
+from worker.archive.masking import SecretMask
 from worker.archive.records import Original, fetch_file, payload_digest, search_file, warc_date
 from worker.archive.store import Store, StoreFailed
 from worker.logs import fields
@@ -120,8 +121,10 @@ class Archive:
         days: int,
         window_s: int,
         dedup: bool = True,  # off only to measure what deduplication saves (bench/archive.py)
+        secrets: SecretMask | None = None,  # masked in every record (worker.archive.masking)
     ) -> None:
         self.store = store
+        self._secrets = secrets if secrets is not None and not secrets.empty else None
         self._dedup = dedup
         self._redis = redis
         self._metrics = metrics
@@ -267,6 +270,8 @@ class Archive:
         self._last_failure = reason
 
     async def _store_fetch(self, store: Store, item: _Item, capture: Capture) -> None:
+        if self._secrets is not None:
+            capture = await asyncio.to_thread(self._secrets.capture, capture)
         final = capture.final
         body = final.body() if final is not None else b""
         original: Original | None = None
@@ -336,18 +341,29 @@ class Archive:
         return max(0.0, self._days * DAY_S - self._window_s - DAY_S)
 
     async def _store_search(self, store: Store, item: _Item, search: Mapping[str, Any]) -> None:
-        data = await asyncio.to_thread(
-            search_file,
-            item.record,
-            endpoint=search["endpoint"],
-            at=item.at,
-            content_type=search["content_type"],
-            answer=search["answer"],
-            summary=search["summary"],
-        )
+        data = await asyncio.to_thread(self._search_file, item, search)
         await store.create(file_key(item.record), data)
         self._metrics.archive_bytes.inc(len(data))
         self._count("written")
+
+    def _search_file(self, item: _Item, search: Mapping[str, Any]) -> bytes:
+        endpoint, content_type, answer = search["endpoint"], search["content_type"], search["answer"]
+        summary = search["summary"]
+        if self._secrets is not None:
+            mask = self._secrets
+            endpoint, content_type = mask.text(endpoint), mask.text(content_type)
+            answer = mask.mask(answer)
+            # The mask replaces a key's characters and the spaces between them, never a quote or
+            # a bracket: the summary stays the JSON it was.
+            summary = orjson.loads(mask.mask(orjson.dumps(summary)))
+        return search_file(
+            item.record,
+            endpoint=endpoint,
+            at=item.at,
+            content_type=content_type,
+            answer=answer,
+            summary=summary,
+        )
 
     def health(self) -> dict[str, Any]:
         return {
