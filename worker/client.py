@@ -166,6 +166,7 @@ class ResearchClient:
         self._results: ResultStore | None = None
         # When this client enqueued each job (monotonic s), for a wait that needs no first read.
         self._enqueued_at: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._workers = health.WorkerWatch()  # waits out a Redis restart for a worker seen before
 
     async def open(self) -> ResearchClient:
         if self._redis is not None:
@@ -366,7 +367,7 @@ class ResearchClient:
     async def _run(
         self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None
     ) -> JsonObject:
-        if self.require_worker and not await self.workers_alive():
+        if self.require_worker and not await self._workers.ready(self.redis, self.settings.queue_name):
             raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
         report_id = kwargs.get("report_id")
