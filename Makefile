@@ -36,3 +36,4 @@ bench:
 	$(PY) bench/archive.py
 	$(PY) bench/script_shell.py
 	$(PY) bench/render.py
+	$(PY) bench/idle_commands.py
