@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import shutil
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -57,3 +58,26 @@ async def driver() -> AsyncIterator[Playwright]:
 def renderer(playwright: Playwright, ca: TestCA, resolver: FakeResolver) -> PageRenderer:
     assert CHROMIUM is not None
     return PageRenderer(playwright, BrowserLauncher(CHROMIUM, str(ca.bundle)), POLICY, resolver)
+
+
+# A render's deadline in the browser tests is what it needs on a quiet machine plus three times
+# what a trivial render takes on this one now (mostly the browser's launch): on a loaded machine
+# the launch alone can take longer than a quiet machine's whole deadline.
+PACE_FACTOR = 3.0
+
+
+async def measured_pace_s(pages: PageRenderer, site: str, port: int) -> float:
+    """How long a trivial render takes on this machine now."""
+    started = time.monotonic()
+    await pages.render(
+        f"{site}/page",
+        b"<html><body><p>pace</p></body></html>",
+        "text/html; charset=utf-8",
+        bounds(port),
+        120.0,
+    )
+    return time.monotonic() - started
+
+
+def scaled_s(base_s: float, pace_s: float) -> float:
+    return base_s + PACE_FACTOR * pace_s
