@@ -23,7 +23,7 @@ from worker.errors import Timeout
 from worker.guardian.urls import parse_https_url
 from worker.metrics import Metrics
 from worker.runtime.worker import ResearchWorker
-from worker.state import keys
+from worker.state import keys, politeness
 from worker.state.leases import LEASE_MS
 from worker.state.politeness import MAX_HOLD_S, SLOTS_TTL_MS, Politeness, backing_off, host_of
 
@@ -249,7 +249,12 @@ async def test_a_turn_that_does_not_come_before_the_deadline_is_a_timeout_naming
                 pass
 
 
-async def test_a_released_slot_wakes_a_waiting_job_at_once(settings: Settings, redis: aioredis.Redis) -> None:
+async def test_a_released_slot_wakes_a_waiting_job_at_once(
+    settings: Settings, redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The waiter's own look comes only after a minute here: woken within 20 s, it was the wake-up
+    # (a bound that holds on a loaded machine; the wake-up's speed is bench/ material).
+    monkeypatch.setattr(politeness, "SLOT_CHECK_S", 60.0)
     one_slot = dataclasses.replace(settings, host_concurrency=1)
     target = parse_https_url("https://site.test/page")
     first, second = Politeness(redis, one_slot, Metrics()), Politeness(redis, one_slot, Metrics())
@@ -264,10 +269,10 @@ async def test_a_released_slot_wakes_a_waiting_job_at_once(settings: Settings, r
 
     holder = asyncio.create_task(hold_briefly())
     await asyncio.sleep(0.05)
-    async with second.turn(target, loop.time() + 5):
+    async with second.turn(target, loop.time() + 30):
         woke_at = loop.time()
     await holder
-    assert woke_at - released_at < 0.2  # a wake-up, not the once-a-second look
+    assert woke_at - released_at < 20  # a wake-up, not the waiter's own look a minute on
 
 
 async def test_a_hosts_slots_key_is_given_its_ttl_when_it_starts_and_renewed_once_a_minute_per_worker(
