@@ -20,7 +20,9 @@ SPIN = "while True: pass"
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--loops", type=int, default=os.cpu_count() or 2)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
