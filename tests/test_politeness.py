@@ -106,7 +106,8 @@ async def test_waiting_for_a_busy_host_does_not_hold_up_fetches_to_other_hosts(
     # Each answer takes 3 s: the other host's fetch takes its own 3 s, well under the 9 s of the
     # busy host's three in a row, with room for a busy machine.
     host = Host(delay_s=3.0)
-    async with polite_worker(settings, ca, token, host, host_concurrency=1) as (server, _, client):
+    slow_ok = {"host_concurrency": 1, "fetch_timeout_s": 30.0}  # the third waits 6 s for its turn
+    async with polite_worker(settings, ca, token, host, **slow_ok) as (server, _, client):
         started = time.monotonic()
         busy = [
             asyncio.create_task(client.fetch(f"{report}-{i}", server.url(f"/p{i}", name="site.test")))
