@@ -102,10 +102,6 @@ class _Item:
     search: Mapping[str, Any] | None = None
     at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
-    @property
-    def cite_only(self) -> bool:
-        return self.capture is None and self.search is None
-
 
 class Archive:
     """One worker's archive writer. ``store`` None: the archive is off, and every receipt is empty."""
@@ -365,7 +361,7 @@ class Archive:
             summary=summary,
         )
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         return {
             "worker_id": self._worker_id,
             "where": self.store.where if self.store is not None else None,
