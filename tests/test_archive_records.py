@@ -201,8 +201,8 @@ def test_the_default_archive_is_a_folder_in_the_user_s_data_directory() -> None:
 )
 def test_a_revisit_s_digest_is_the_sha1_of_its_body(body: bytes, digest: str) -> None:
     original = Original(new_record_id(), "https://example.org/first", "2026-01-01T00:00:00.000000Z")
-    data = fetch_file(capture_of([("Content-Type", b"text/html")], body), new_record_id(), original)
-    record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    data = fetch_file(capture_of([("Content-Type", b"text/html")], body), new_record_id(), STAMP, original)
+    record = next(r for r in ArchiveIterator(io.BytesIO(data)) if r.rec_type == "revisit")
     assert record.rec_type == "revisit"
     assert record.rec_headers.get_header("WARC-Payload-Digest") == digest
     assert payload_digest(body) == digest  # the writer's deduplication key is the same value

@@ -171,9 +171,9 @@ async def test_every_record_type_the_archive_writes_is_free_of_the_key(
     archive.start()
     try:
         first = archive.fetched(report, a_fetch(echoed))
-        assert await first.stored(within_s=30) is not None
+        assert await first.landed(within_s=30) is not None
         again = archive.fetched(report, a_fetch(echoed))  # the same payload: a revisit
-        assert await again.stored(within_s=30) is not None
+        assert await again.landed(within_s=30) is not None
         searched = archive.searched(
             report,
             endpoint=f"https://openrouter.example/api?key={echoed.split()[0]}",
@@ -181,7 +181,7 @@ async def test_every_record_type_the_archive_writes_is_free_of_the_key(
             answer=orjson.dumps({"choices": [{"message": {"content": f"As asked, your key: {echoed}"}}]}),
             summary={"query": f"what is {echoed}", "results": [{"title": echoed, "url": "https://e.org/"}]},
         )
-        assert await searched.stored(within_s=30) is not None
+        assert await searched.landed(within_s=30) is not None
         cited = await index.cited(redis, report)
         data = b"".join([chunk async for chunk in export(store, report, cited)])
     finally:

@@ -16,9 +16,12 @@ are not ours and stay: the archive is evidence, changed only where it would leak
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 from urllib.parse import urlsplit
+
+import orjson
 
 from worker.archive.capture import Capture
 from worker.config import Settings
@@ -130,3 +133,20 @@ class SecretMask:
                 else:
                     spans.append((first, last))
         return spans
+
+
+def masked_search(mask: SecretMask | None, search: Mapping[str, Any]) -> dict[str, Any]:
+    """A search's answer and summary with every secret masked. The mask replaces a key's characters
+    and the spaces between them, never a quote or a bracket: the summary stays the JSON it was."""
+    if mask is None:
+        return dict(search)
+    return {
+        "endpoint": mask.text(search["endpoint"]),
+        "content_type": mask.text(search["content_type"]),
+        "answer": mask.mask(search["answer"]),
+        "summary": orjson.loads(mask.mask(orjson.dumps(search["summary"]))),
+    }
+
+
+def masked(mask: SecretMask | None, data: bytes) -> bytes:
+    return data if mask is None else mask.mask(data)

@@ -45,7 +45,7 @@ from worker.archive import journal
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.index import ReportIndex
-from worker.archive.masking import SecretMask
+from worker.archive.masking import SecretMask, masked, masked_search
 from worker.archive.records import (
     Original,
     Stamp,
@@ -418,9 +418,6 @@ class Archive:
         self._last_written_at = time.time()
         return True
 
-    def _masked(self, data: bytes) -> bytes:
-        return data if self._secrets is None else self._secrets.mask(data)
-
     def _stamp(self, item: _Item) -> Stamp:
         return Stamp(item.report_id, item.job_id, self._info)
 
@@ -454,7 +451,7 @@ class Archive:
             data = await asyncio.to_thread(fetch_file, capture, item.record, stamp, original)
         else:
             data = await asyncio.to_thread(
-                rendered_file, capture, item.record, stamp, self._masked(rendering.dom), original
+                rendered_file, capture, item.record, stamp, masked(self._secrets, rendering.dom), original
             )
             if rendering.screenshot is not None and rendering.screenshot_record is not None:
                 at = final.at if final is not None else item.at
@@ -527,23 +524,15 @@ class Archive:
         self._count("written")
 
     def _search_file(self, item: _Item, search: Mapping[str, Any]) -> bytes:
-        endpoint, content_type, answer = search["endpoint"], search["content_type"], search["answer"]
-        summary = search["summary"]
-        if self._secrets is not None:
-            mask = self._secrets
-            endpoint, content_type = mask.text(endpoint), mask.text(content_type)
-            answer = mask.mask(answer)
-            # The mask replaces a key's characters and the spaces between them, never a quote or
-            # a bracket: the summary stays the JSON it was.
-            summary = orjson.loads(mask.mask(orjson.dumps(summary)))
+        given = masked_search(self._secrets, search)
         return search_file(
             item.record,
             self._stamp(item),
-            endpoint=endpoint,
+            endpoint=given["endpoint"],
             at=item.at,
-            content_type=content_type,
-            answer=answer,
-            summary=summary,
+            content_type=given["content_type"],
+            answer=given["answer"],
+            summary=given["summary"],
         )
 
     def health(self) -> dict[str, object]:
