@@ -42,6 +42,9 @@ async def world(ca: TestCA, playwright: Playwright, pace_s: float) -> AsyncItera
         yield traps
 
 
+GENEROUS_S = 180.0
+
+
 async def _render(
     pages: PageRenderer, traps: Traps, body: str, seconds: float = 8.0, **limits: int
 ) -> Rendered:
@@ -51,7 +54,9 @@ async def _render(
         body.encode(),
         "text/html; charset=utf-8",
         bounds(traps.site_port, **limits),
-        scaled_s(seconds, traps.pace_s),
+        # What this suite asserts is where the page reached, never how fast: a deadline well past
+        # any loaded machine's pace, so load alone cannot fail it (the pace is one sample).
+        max(scaled_s(seconds, traps.pace_s), GENEROUS_S),
     )
 
 
