@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobs.render import screenshot
 from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.navigation import MAX_NAVIGATIONS, REFRESH_DELAY, REFRESH_WAIT_S, Navigations
 from jobs.render.visible import READ_DOM
@@ -72,6 +73,7 @@ class Rendered:
     peak_memory_bytes: int
     refused_in_browser: list[str] = field(default_factory=list)  # "navigation", "scheme", "popup"
     seconds: float = 0.0
+    screenshot: bytes | None = None  # PNG of what the browser showed (jobs/render/screenshot.py)
 
 
 class PageRenderer:
@@ -119,7 +121,9 @@ class PageRenderer:
                     router = _Router(page, body, content_type, refused, asked, moves)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
-                    html, hidden, cut, settled = await self._load_and_read(page, url, bounds, deadline, moves)
+                    html, hidden, cut, settled, shot = await self._load_and_read(
+                        page, url, bounds, deadline, moves
+                    )
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
         except ResearchError:
@@ -157,14 +161,16 @@ class PageRenderer:
             peak_memory_bytes=watch.peak_bytes,
             refused_in_browser=refused,
             seconds=time.monotonic() - started,
+            screenshot=shot,
         )
 
     async def _load_and_read(
         self, page: Page, url: str, bounds: RenderBounds, deadline: float, moves: Navigations
-    ) -> tuple[str, int, bool, bool]:
-        """Load, wait for quiet, read; every wait within what is left before ``deadline`` (loop
-        time), keeping enough for the read. A navigation the page makes of itself is followed and
-        the page read where it ends (a read its navigation interrupted is made again there)."""
+    ) -> tuple[str, int, bool, bool, bytes | None]:
+        """Load, wait for quiet, take the screenshot, read; every wait within what is left before
+        ``deadline`` (loop time), keeping enough for the read. A navigation the page makes of
+        itself is followed and the page read where it ends (a read its navigation interrupted is
+        made again there)."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
@@ -205,6 +211,7 @@ class PageRenderer:
                     await _wait_for_refresh(page, moves, left(READ_RESERVE_S + READ_S))
                 if moves.pending:
                     continue  # it navigated again while quiet: read the page it went to
+            shot = await screenshot.take(page, left(READ_RESERVE_S) - 0.2)
             # A page whose scripts hold its main thread forever never answers: the read has its own bound.
             try:
                 html, hidden, cut = await asyncio.wait_for(
@@ -222,7 +229,7 @@ class PageRenderer:
                 raise UnsupportedContentType(
                     f"the page navigated itself to {moves.followed[-1]}, which could not be loaded"
                 )
-            return str(html), int(hidden), bool(cut), settled
+            return str(html), int(hidden), bool(cut), settled, shot
         raise Timeout("the page kept navigating itself and could not be read")
 
 
