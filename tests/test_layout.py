@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jobs.fetch", "jobs.search"),
     ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),
-    ("worker.client", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
+    ("worker.client", "worker.arguments", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
 )
 MAX_MODULES_PER_PACKAGE = 15
 

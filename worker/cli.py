@@ -292,7 +292,25 @@ async def _showing_progress(work: Awaitable[T], what: str) -> T:
 
 
 def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
+    if args.org is not None:
+        if args.report_id is not None:
+            raise UsageError("give a report ID or --org ORG, not both")
+        return asyncio.run(_org_budget(settings, _report_id(args.org, "ORG")))
+    if args.report_id is None:
+        raise UsageError("give a report ID, or --org ORG for an organization's day")
     return asyncio.run(_budget(settings, _report_id(args.report_id, "ID")))
+
+
+async def _org_budget(settings: Settings, org_id: str) -> int:
+    from worker.state.budget import org_today
+
+    settings, found = _locate(settings)
+    redis = await reach(found, settings, REACH_S)
+    try:
+        print_json(await org_today(redis, settings, org_id))
+    finally:
+        await redis.aclose()
+    return Exit.OK
 
 
 async def _budget(settings: Settings, report_id: str) -> int:
@@ -671,10 +689,11 @@ def build_parser() -> argparse.ArgumentParser:
     budget = command(
         "budget",
         "print a report's budget counters, menu size and spend as JSON",
-        "  research-worker budget r-1",
+        "  research-worker budget r-1\n  research-worker budget --org acme",
         cmd_budget,
     )
-    budget.add_argument("report_id", metavar="ID", help="the report")
+    budget.add_argument("report_id", metavar="ID", nargs="?", help="the report")
+    budget.add_argument("--org", metavar="ORG", help="an organization's counters for today (UTC)")
 
     archive = command(
         "archive",

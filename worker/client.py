@@ -33,6 +33,7 @@ from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
 from worker import embedded
+from worker.arguments import check_types
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
@@ -349,12 +350,11 @@ class ResearchClient:
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
             return error_result(name, report, job_id, unreadable)
-        if ORCHESTRATOR_ARGUMENTS & given.keys():
-            forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
-            return error_result(name, report, job_id, forged, about_of(name, given))
+        if (refusal := check_call(name, given)) is not None:
+            return error_result(name, report, job_id, refusal, about_of(name, given))
         kwargs = {"report_id": report, **given}
-        if org_id is not None and name == WEB_SEARCH:
-            kwargs["org_id"] = org_id
+        if org_id is not None:
+            kwargs["org_id"] = org_id  # whose search key pays, and whose daily caps are charged
         return await self._run(name, kwargs, job_id, wait_s)
 
     async def run(
@@ -566,6 +566,18 @@ def model_arguments(arguments: object) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise InvalidRequest("the tool arguments must be a JSON object")
     return parsed
+
+
+def check_call(name: str, arguments: object) -> InvalidRequest | None:
+    """Why a model's call to ``name`` is refused before anything is enqueued, or None."""
+    try:
+        given = model_arguments(arguments)
+        if ORCHESTRATOR_ARGUMENTS & given.keys():
+            raise InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
+        check_types(name, given)
+    except InvalidRequest as refusal:
+        return refusal
+    return None
 
 
 def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:

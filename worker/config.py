@@ -70,6 +70,14 @@ class RenderMode(StrEnum):
     AUTO = "auto"  # also render, unasked, a page whose static text is a script shell
 
 
+class UserUrls(StrEnum):
+    """RESEARCH_MCP_USER_URLS: a URL an MCP user names that the session has not seen."""
+
+    ASK = "ask"  # ask the user through MCP elicitation
+    ALLOW = "allow"  # one user on their own machine: every URL the model names
+    NEVER = "never"  # the menu stays strict
+
+
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
@@ -214,6 +222,11 @@ class Settings:
     mcp_origins: tuple[str, ...] = ()
     mcp_rate_per_minute: int = 120
     mcp_max_body_bytes: int = 262_144
+    # A URL the MCP user names that the session has not seen (worker/mcp/consent.py).
+    mcp_user_urls: UserUrls = UserUrls.ASK
+    # Per organization and UTC day (worker/state/budget.py); None: no limit.
+    org_daily_searches: int | None = None
+    org_daily_fetches: int | None = None
 
     @property
     def job_timeout_s(self) -> float:
@@ -338,6 +351,9 @@ class Settings:
             mcp_origins=e.parse("RESEARCH_MCP_ORIGINS", (), _origins),
             mcp_rate_per_minute=e.integer("RESEARCH_MCP_RATE_PER_MIN", cls.mcp_rate_per_minute, minimum=1),
             mcp_max_body_bytes=e.integer("RESEARCH_MCP_MAX_BODY_BYTES", cls.mcp_max_body_bytes, minimum=1024),
+            mcp_user_urls=e.parse("RESEARCH_MCP_USER_URLS", cls.mcp_user_urls, _user_urls),
+            org_daily_searches=e.parse("RESEARCH_ORG_DAILY_SEARCHES", None, _daily_cap),
+            org_daily_fetches=e.parse("RESEARCH_ORG_DAILY_FETCHES", None, _daily_cap),
         )
         settings.check_search()
         if settings.archive_endpoint is not None and not isinstance(settings.archive, ArchiveBucket):
@@ -601,6 +617,23 @@ def _render_mode(raw: str) -> RenderMode:
         return RenderMode(raw.lower())
     except ValueError:
         raise ValueError(f"{raw!r} must be off, on or auto") from None
+
+
+def _user_urls(raw: str) -> UserUrls:
+    try:
+        return UserUrls(raw.lower())
+    except ValueError:
+        raise ValueError(f"{raw!r} must be ask, allow or never") from None
+
+
+def _daily_cap(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= MAX_COUNT:
+        raise ValueError(f"{raw!r} must be 1..{MAX_COUNT} (unset it for no limit)")
+    return value
 
 
 def _engine(raw: str) -> str:

@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from worker.client import ResearchClient
 from worker.config import Settings
+from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.tokens import Caller, Tokens
 from worker.mcp.tools import PROGRESS_EVERY_S, Billing, BillingOf, build_server
 from worker.net.serving import is_loopback
@@ -180,7 +181,14 @@ def build_app(
     report_prefix: str = REPORT_PREFIX,
 ) -> ASGIApp:
     billing = session_billing(report_prefix)
-    server = build_server(listing, client, billing, version=version, progress_every_s=progress_every_s)
+    server = build_server(
+        listing,
+        client,
+        billing,
+        version=version,
+        user_urls=UserUrlPolicy.of(settings),
+        progress_every_s=progress_every_s,
+    )
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=transport_security(host, settings.mcp_origins),

@@ -13,6 +13,7 @@ from mcp.server.stdio import stdio_server
 from worker.client import ResearchClient
 from worker.config import Settings
 from worker.logs import fields
+from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.http import build_app
 from worker.mcp.tokens import Tokens
 from worker.mcp.tools import Billing, build_server
@@ -35,7 +36,9 @@ async def serve_stdio(
     """One session for as long as the host keeps stdin open; every call counts against ``report_id``."""
     billing = Billing(report_id=report_id)
     async with client_for(settings) as client:
-        server = build_server(listing, client, lambda ctx: billing, version=version)
+        server = build_server(
+            listing, client, lambda ctx: billing, version=version, user_urls=UserUrlPolicy.of(settings)
+        )
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
