@@ -48,7 +48,9 @@ class Site:
 
     async def handler(self, request: web.Request) -> web.Response:
         self.asked.append(request.path)
-        return web.Response(text=f"<title>Report</title><main><p>{PAGE_TEXT}</p></main>", content_type="text/html")
+        return web.Response(
+            text=f"<title>Report</title><main><p>{PAGE_TEXT}</p></main>", content_type="text/html"
+        )
 
 
 class User:
@@ -59,7 +61,9 @@ class User:
         self.content = content if content is not None else ({"fetch": True} if action == "accept" else None)
         self.questions: list[types.ElicitRequestParams] = []
 
-    async def __call__(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
         self.questions.append(params)
         return types.ElicitResult(action=self.action, content=self.content)  # type: ignore[arg-type]
 
@@ -69,7 +73,9 @@ def consent_settings(settings: Settings, ca: TestCA, mode: UserUrls) -> Settings
 
 
 @asynccontextmanager
-async def http_client(s: Settings, token: str, tmp: Path, user: User | None) -> AsyncIterator[tuple[Client, str]]:
+async def http_client(
+    s: Settings, token: str, tmp: Path, user: User | None
+) -> AsyncIterator[tuple[Client, str]]:
     """The SDK's client over streamable HTTP; yields it and the session's report id (found after a call)."""
     tokens = tokens_for(tmp / "tokens.json", {TOKEN: "acme"})
     async with (
@@ -90,7 +96,9 @@ def stdio_env(s: Settings) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_mcp(s: Settings, report: str, user: User | None) -> AsyncIterator[tuple[Client, str]]:
+async def stdio_mcp(
+    s: Settings, report: str, user: User | None, mode: str
+) -> AsyncIterator[tuple[Client, str]]:
     from mcp import StdioServerParameters
 
     from tests.support.run_cli import ROOT
@@ -101,18 +109,23 @@ async def stdio_mcp(s: Settings, report: str, user: User | None) -> AsyncIterato
         env=stdio_env(s),
         cwd=str(ROOT),
     )
-    async with Client(stdio_client(params), elicitation_callback=user) as mcp:
+    async with Client(stdio_client(params), elicitation_callback=user, mode=mode) as mcp:
         yield mcp, report
 
 
-TRANSPORTS = ("stdio", "http")
+# stdio in the 2026-07-28 era (the question comes back as an input request) and in the handshake
+# era (a server-to-client request, as over HTTP).
+TRANSPORTS = ("stdio", "stdio-legacy", "http")
 
 
 @asynccontextmanager
 async def session(
     transport: str, s: Settings, token: str, report: str, tmp: Path, user: User | None
 ) -> AsyncIterator[Client]:
-    opened = stdio_mcp(s, report, user) if transport == "stdio" else http_client(s, token, tmp, user)
+    if transport.startswith("stdio"):
+        opened = stdio_mcp(s, report, user, "legacy" if transport.endswith("legacy") else "auto")
+    else:
+        opened = http_client(s, token, tmp, user)
     async with running_worker(s, [FetchPageTool(FakeResolver({}))]), opened as (mcp, _):
         yield mcp
 
@@ -124,7 +137,13 @@ async def fetch_charges(redis: aioredis.Redis, s: Settings, report_id: str) -> i
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_accepted_url_is_asked_about_by_name_put_on_the_menu_and_fetched(
-    transport: str, settings: Settings, ca: TestCA, token: str, report: str, tmp_path: Path, redis: aioredis.Redis
+    transport: str,
+    settings: Settings,
+    ca: TestCA,
+    token: str,
+    report: str,
+    tmp_path: Path,
+    redis: aioredis.Redis,
 ) -> None:
     s = consent_settings(settings, ca, UserUrls.ASK)
     site, user = Site(), User("accept")
@@ -179,7 +198,13 @@ async def test_a_declined_url_reaches_nothing_costs_nothing_and_says_the_user_de
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_host_that_cannot_be_asked_is_told_how_an_operator_allows_user_urls(
-    transport: str, settings: Settings, ca: TestCA, token: str, report: str, tmp_path: Path, redis: aioredis.Redis
+    transport: str,
+    settings: Settings,
+    ca: TestCA,
+    token: str,
+    report: str,
+    tmp_path: Path,
+    redis: aioredis.Redis,
 ) -> None:
     s = consent_settings(settings, ca, UserUrls.ASK)
     site = Site()
@@ -241,12 +266,14 @@ async def test_an_accepted_url_that_redirects_off_the_menu_is_still_refused(
     assert len(user.questions) == 1 and site.asked == []
 
 
-@pytest.mark.parametrize(("raw", "mode"), [("ask", UserUrls.ASK), ("ALLOW", UserUrls.ALLOW), ("never", UserUrls.NEVER)])
+@pytest.mark.parametrize(
+    ("raw", "mode"), [("ask", UserUrls.ASK), ("ALLOW", UserUrls.ALLOW), ("never", UserUrls.NEVER)]
+)
 def test_the_policy_is_read_from_the_environment(raw: str, mode: UserUrls) -> None:
     assert Settings.from_env({"RESEARCH_MCP_USER_URLS": raw}).mcp_user_urls is mode
     assert Settings.from_env({}).mcp_user_urls is UserUrls.ASK
 
 
 def test_a_policy_that_is_not_one_of_the_three_stops_start_up() -> None:
-    with pytest.raises(ConfigError, match="RESEARCH_MCP_USER_URLS.*ask, allow or never"):
+    with pytest.raises(ConfigError, match=r"RESEARCH_MCP_USER_URLS.*ask, allow or never"):
         Settings.from_env({"RESEARCH_MCP_USER_URLS": "sometimes"})

@@ -36,7 +36,9 @@ def write_tokens(path: Path, tokens: dict[str, str]) -> Path:
 class McpHttp:
     url: str  # http://127.0.0.1:PORT/mcp
 
-    def client(self, token: str | None = TOKEN, *, options: dict[str, Any] | None = None, **headers: str) -> Client:
+    def client(
+        self, token: str | None = TOKEN, *, options: dict[str, Any] | None = None, **headers: str
+    ) -> Client:
         """The SDK's own client over streamable HTTP, sending ``token`` and any other headers;
         ``options`` are the client's own (an ``elicitation_callback``, say)."""
         sent = dict(headers)
