@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import Any
+import sys
+from io import TextIOWrapper
+from typing import Any, cast
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
@@ -15,6 +18,7 @@ from worker.config import Settings
 from worker.logs import fields
 from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.http import build_app
+from worker.mcp.jsonrpc import CheckedLines
 from worker.mcp.tokens import LiveTokens, Tokens
 from worker.mcp.tools import Billing, build_server
 
@@ -53,7 +57,11 @@ async def serve_stdio(
         server = build_server(
             listing, client, lambda ctx: billing, version=version, user_urls=UserUrlPolicy.of(settings)
         )
-        async with stdio_server() as (read_stream, write_stream):
+        lines = CheckedLines(
+            anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        )
+        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
+            lines.answer_with(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
