@@ -73,7 +73,7 @@ from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
-from worker.state.report_domains import ReportDomains, report_domains
+from worker.state.report_domains import ReportDomains, deployment_policy, report_domains
 from worker.state.result_records import About, FetchFields
 
 log = logging.getLogger("research.fetch")
@@ -260,7 +260,11 @@ class FetchPageTool(PageJob):
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
             domains=report_domains(runtime.redis, settings),
-            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
+            robots=Robots(
+                runtime.redis, session, policy, settings.user_agent, domains=deployment_policy(settings)
+            )
+            if settings.robots
+            else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
         )
         self._parts.hosts.start()

@@ -397,7 +397,10 @@ def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:
         say(f"--resolves-to: {exc}")
         return Exit.USAGE
-    verdict = asyncio.run(decide(args.url, AddressPolicy(settings.guardian_allow_cidrs), addresses))
+    from worker.state.report_domains import deployment_policy
+
+    policy = AddressPolicy(settings.guardian_allow_cidrs)
+    verdict = asyncio.run(decide(args.url, policy, addresses, domains=deployment_policy(settings)))
     print_json(verdict)
     return Exit.OK if verdict["verdict"] == "allow" else Exit.REFUSED
 
