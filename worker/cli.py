@@ -696,7 +696,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_budget,
     )
     budget.add_argument("report_id", metavar="ID", nargs="?", help="the report")
-    budget.add_argument("--org", metavar="ORG", help="an organization's counters for today (UTC)")
+    budget.add_argument(
+        "--org",
+        metavar="ORG",
+        help="an organization's counters for today (UTC), in place of a report's (default: none)",
+    )
 
     archive = command(
         "archive",

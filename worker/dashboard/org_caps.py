@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.dashboard import decode
+import worker.dashboard.decode as decode
 from worker.state import keys
 from worker.state.budget import ORG_TOOLS, org_limits, utc_day_of_ms
 
