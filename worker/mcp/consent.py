@@ -97,7 +97,9 @@ class UserUrlPolicy:
         if not self.menu or self.mode is UserUrls.NEVER:
             return None
         raw = arguments.get("url")
-        url = canonical_url(raw) if isinstance(raw, str) else None
+        if not isinstance(raw, str):
+            return None  # the call's own checks refuse it
+        url = canonical_url(raw)
         if url is None:
             return None  # not an https URL the guardian parses: the job says what is wrong with it
         if await client.redis.sismember(keys.menu(report_id), url):  # type: ignore[misc]
