@@ -1,12 +1,14 @@
 """Enqueue-to-result latency for a job that does no network I/O, and an idle worker's Redis load.
 
 Runs against a private redis-server on loopback TCP, with the worker in its own process, first ours
-(wake-up list, blocking wait in the client), then plain arq with its default settings (0.5 s poll
-in the worker, 0.5 s poll in Job.result) in the same run.
+(wake-up list, blocking wait in the client), then ours with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT
+at an OTLP receiver on loopback in this process, each job carrying a traceparent), then plain arq
+with its default settings (0.5 s poll in the worker, 0.5 s poll in Job.result) in the same run.
 
     python bench/roundtrip.py [--jobs 1000] [--arq-jobs 60] [--idle-s 10]
 
 Targets (issue 2): p50 <= 3 ms, p99 <= 15 ms, idle <= 5 Redis commands per second per worker.
+Tracing (issue 40): off costs nothing measurable; on is printed beside it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,13 +47,43 @@ def idle_rate(url: str, seconds: float) -> float:
     return (after - before - 1) / seconds
 
 
-async def ours(url: str, queue: str, jobs: int) -> list[float]:
+@contextmanager
+def otlp_sink() -> Iterator[tuple[str, list[int]]]:
+    """An OTLP/HTTP endpoint on loopback that takes every export and counts its bytes."""
+    received: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(len(self.rfile.read(int(self.headers.get("Content-Length", "0")))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def ours(url: str, queue: str, jobs: int, traced: bool = False) -> list[float]:
     settings = Settings(redis_url=url, queue_name=queue)
     latencies = []
+    extra = {"traceparent": TRACEPARENT} if traced else {}
     async with ResearchClient(settings=settings, wait_s=10) as client:
         for i in range(jobs + 20):
             started = time.perf_counter()
-            result = await client.call("noop", {"report_id": f"bench-{i % 50}"})
+            result = await client.call("noop", {"report_id": f"bench-{i % 50}", **extra})
             elapsed = time.perf_counter() - started
             assert result["ok"], result
             if i >= 20:  # warm-up excluded
@@ -82,23 +118,28 @@ def main() -> None:
     args = parser.parse_args()
 
     server = private_redis()
+    sink = otlp_sink()
+    otlp_url, exports = sink.__enter__()
     try:
         rows = []
-        for flavor, jobs in (("research-worker", args.jobs), ("arq-default", args.arq_jobs)):
-            queue = f"bench:{flavor}"
-            proc = start_module(
-                "bench._noop_worker",
-                {"REDIS_URL": server.url, "RESEARCH_QUEUE": queue, "BENCH_FLAVOR": flavor},
-            )
+        flavors = (("research-worker", args.jobs), ("tracing on", args.jobs), ("arq-default", args.arq_jobs))
+        for flavor, jobs in flavors:
+            queue = f"bench:{flavor.replace(' ', '-')}"
+            env = {"REDIS_URL": server.url, "RESEARCH_QUEUE": queue, "BENCH_FLAVOR": flavor}
+            if flavor == "tracing on":
+                env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_url
+            proc = start_module("bench._noop_worker", env)
             try:
-                if flavor == "research-worker":
+                if flavor != "arq-default":
                     wait_for_health(server.url, queue, 1)
                 else:
                     time.sleep(2.0)
                 time.sleep(1.0)
                 idle = idle_rate(server.url, args.idle_s)
-                runner = ours if flavor == "research-worker" else arq_default
-                latencies = asyncio.run(runner(server.url, queue, jobs))
+                if flavor == "arq-default":
+                    latencies = asyncio.run(arq_default(server.url, queue, jobs))
+                else:
+                    latencies = asyncio.run(ours(server.url, queue, jobs, traced=flavor == "tracing on"))
             finally:
                 stop(proc)
             rows.append((flavor, latencies, idle))
@@ -106,6 +147,11 @@ def main() -> None:
         print("enqueue -> result latency, no-op job, one worker process, private Redis on loopback TCP")
         for flavor, latencies, idle in rows:
             print(f"  {flavor:16s} {summary_ms(latencies)}  idle {idle:5.2f} Redis cmds/s/worker")
+        off_p50, on_p50 = percentile(rows[0][1], 50) * 1000, percentile(rows[1][1], 50) * 1000
+        print(
+            f"  tracing: off p50 {off_p50:.2f} ms, on p50 {on_p50:.2f} ms ({on_p50 / off_p50:.2f}x); "
+            f"the receiver took {len(exports)} exports, {sum(exports):,} bytes"
+        )
         mine = rows[0][1]
         p50, p99 = percentile(mine, 50) * 1000, percentile(mine, 99) * 1000
         print(
@@ -114,6 +160,7 @@ def main() -> None:
             f"idle <= 5 cmds/s ({'met' if rows[0][2] <= 5 else 'MISSED'})"
         )
     finally:
+        sink.__exit__(None, None, None)
         server.stop()
 
 

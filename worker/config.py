@@ -206,6 +206,8 @@ class Settings:
     log_level: str = "INFO"
     log_format: LogFormat | None = None  # None: text on a terminal, JSON otherwise
     runtime_dir: str | None = None  # XDG_RUNTIME_DIR: where an embedded Redis leaves its address
+    # Where job spans go (OTLP/HTTP), from the standard OTEL_* variables; None: tracing is off.
+    otel_traces_endpoint: str | None = None
     # The evidence archive. Off unless configured here; from_env defaults it to the user's data
     # directory (RESEARCH_ARCHIVE), so tests that build Settings directly write nothing.
     archive: ArchiveTarget | None = None
@@ -338,6 +340,7 @@ class Settings:
             log_level=e.parse("RESEARCH_LOG_LEVEL", "INFO", _log_level),
             log_format=e.parse("RESEARCH_LOG_FORMAT", None, LogFormat),
             runtime_dir=e.text("XDG_RUNTIME_DIR"),
+            otel_traces_endpoint=otel_traces_endpoint(e),
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), _archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
             archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, _http_url),
@@ -423,6 +426,23 @@ class ClientSettings:
 
 
 T = TypeVar("T")
+
+
+def otel_traces_endpoint(e: Env) -> str | None:
+    """The OTLP/HTTP traces URL the OpenTelemetry specification's variables name, or None when they
+    turn tracing off: ``OTEL_SDK_DISABLED=true``, ``OTEL_TRACES_EXPORTER`` without ``otlp``, or no
+    endpoint. ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as written; the general
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` appended, as the specification says."""
+    if (e.text("OTEL_SDK_DISABLED") or "").strip().lower() == "true":
+        return None
+    exporters = (e.text("OTEL_TRACES_EXPORTER") or "otlp").replace(" ", "").lower().split(",")
+    if "otlp" not in exporters:
+        return None
+    traces = e.parse("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, _http_url)
+    if traces:
+        return traces
+    base = e.parse("OTEL_EXPORTER_OTLP_ENDPOINT", None, _http_url)
+    return base.rstrip("/") + "/v1/traces" if base else None
 
 
 def default_worker_id() -> str:

@@ -89,6 +89,32 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class PhaseRow:
+    """One measured phase of a job (worker.tracing.phases): milliseconds from the job's start."""
+
+    name: str
+    start_ms: float
+    duration_ms: float
+
+
+MAX_PHASE_ROWS = 64
+
+
+def phase_rows(value: object) -> tuple[PhaseRow, ...]:
+    """The phases a worker noted on a job's line; anything malformed is left out."""
+    if not isinstance(value, list):
+        return ()
+    rows = []
+    for item in value[:MAX_PHASE_ROWS]:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)):
+            continue
+        start, duration = decode.number(item[1]), decode.number(item[2])
+        if start is not None and duration is not None and duration >= 0:
+            rows.append(PhaseRow(decode.short(item[0], 40), start, duration))
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
 class RecentRow:
     job_id: str
     tool: str
@@ -105,6 +131,7 @@ class RecentRow:
     queue_wait_ms: float | None
     worker_id: str | None
     tries: int | None
+    phases: tuple[PhaseRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -344,6 +371,7 @@ def recent_row(item: dict[str, Any], now: float) -> RecentRow:
         queue_wait_ms=decode.number(item.get("queue_wait_ms")),
         worker_id=decode.short_or_none(item.get("worker_id"), TEXT_PREVIEW),
         tries=decode.integer_or_none(item.get("tries")),
+        phases=phase_rows(item.get("phases")),
     )
 
 

@@ -16,7 +16,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_pre
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
-from worker.dashboard.data import RecentRow
+from worker.dashboard.data import PhaseRow, RecentRow
 from worker.limits import REPORT_ID
 from worker.serialization import JsonObject
 from worker.state import keys
@@ -51,6 +51,13 @@ class JobDetail:
     worker_id: str | None
     target: str | None
     report_id: str | None
+    # What the job spent its time on, when it is among the recent results (its worker measured it).
+    phases: tuple[PhaseRow, ...] = ()
+
+    @property
+    def phases_end_ms(self) -> float:
+        """Where the last phase ends: the scale of the phase bars."""
+        return max((p.start_ms + p.duration_ms for p in self.phases), default=0.0)
 
 
 async def read_job(
@@ -108,6 +115,7 @@ async def read_job(
         worker_id=line.worker_id if line is not None else None,
         target=decode.short_or_none(about.target, STRING_PREVIEW) if about.target else None,
         report_id=_report_id(about.report_id),
+        phases=line.phases if line is not None else (),
     )
 
 

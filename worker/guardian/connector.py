@@ -24,6 +24,8 @@ from worker.errors import DnsFailure
 from worker.guardian.browser_http import BrowserTCPConnector
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.reasons import Reason
+from worker.tracing import network as traced
+from worker.tracing.phases import DNS_AND_GUARDIAN, phase
 
 if TYPE_CHECKING:
     from aiohappyeyeballs import AddrInfoType
@@ -51,6 +53,10 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
+        with phase(DNS_AND_GUARDIAN):
+            return await self._resolve(host, port, family)
+
+    async def _resolve(self, host: str, port: int, family: socket.AddressFamily) -> list[ResolveResult]:
         if self._inner is None:
             self._inner = ThreadedResolver()
         inner = self._inner
@@ -103,6 +109,7 @@ def socket_factory(policy: AddressPolicy) -> aiohttp.connector.SocketFactoryType
         verdict = policy.classify(ipaddress.ip_address(host))
         if not verdict.allowed:
             raise SocketRefused(host, verdict.reason, verdict.detail)
+        traced.connecting()
         return socket.socket(family=family, type=type_, proto=proto)
 
     return create
@@ -114,7 +121,7 @@ def tls_context(settings: Settings) -> ssl.SSLContext:
     if settings.ca_bundle:
         context.load_verify_locations(cafile=settings.ca_bundle)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
+    return traced.timed(context)
 
 
 def guarded_session(
@@ -140,6 +147,7 @@ def guarded_session(
         max_line_size=8190,
         max_field_size=8190,
         raise_for_status=False,
+        trace_configs=[traced.first_byte_trace()],
         # jobs/decoding.py undoes Content-Encoding itself, as browsers do, within the byte cap.
         auto_decompress=False,
         headers={

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from worker.errors import BudgetExhausted
 from worker.state.budget import Tool, utc_day_of_ms
+from worker.tracing.export import Tracing
+from worker.tracing.phases import MENU_AND_BUDGET, phase
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -32,6 +34,7 @@ class Runtime:
     menu: Menu
     cpu_slots: CpuSlots
     clock: RedisClock  # Redis's clock, for the times that scripts on the main Redis store
+    tracing: Tracing = field(default_factory=lambda: Tracing(None))  # off unless configured
     # Job ids whose result this worker wrote (or found written) and whose finish arq has not
     # recorded yet: at the finish, a job that is not here gets a stand-in result, so no job ends
     # without one.
@@ -46,6 +49,8 @@ class JobContext:
     job_try: int
     report_id: str
     deadline: float  # event-loop time by which the job's result must be ready
+    # The trace context a job this one hands work to carries (this job's span, or its caller's).
+    traceparent: str | None = None
     org_id: str | None = None  # the organization the orchestrator (or an MCP token) named
 
     @property
@@ -54,11 +59,12 @@ class JobContext:
 
     async def charge(self, tool: Tool) -> None:
         """Charge the report once for this job id; a re-run of the same job is not charged again."""
-        org = None
-        if self.org_id is not None:
-            # Redis's clock names the day, so every worker starts the organization's day together.
-            org = (self.org_id, utc_day_of_ms(await self.runtime.clock.now_ms()))
-        charge = await self.runtime.budgets.charge(self.report_id, tool, self.job_id, org)
+        with phase(MENU_AND_BUDGET):
+            org = None
+            if self.org_id is not None:
+                # Redis's clock names the day, so every worker starts the organization's day together.
+                org = (self.org_id, utc_day_of_ms(await self.runtime.clock.now_ms()))
+            charge = await self.runtime.budgets.charge(self.report_id, tool, self.job_id, org)
         if not charge.allowed:
             self.runtime.metrics.budget_refusals.labels(tool.value).inc()
             noun = {Tool.SEARCH: "searches", Tool.FETCH: "fetches", Tool.RENDER: "renders"}[tool]

@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from arq.worker import Function, func
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -48,6 +49,9 @@ from worker.state.result_records import (
     outcome,
     unstored,
 )
+from worker.tracing import phases
+from worker.tracing.context import TRACEPARENT, parse_traceparent
+from worker.tracing.export import AttributeValue, JobSpan
 
 if TYPE_CHECKING:
     from worker.config import Settings
@@ -188,7 +192,20 @@ async def _run_tool(
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
     started = time.perf_counter()
-    queue_wait_s = max(0.0, time.time() - ctx["enqueue_time"].timestamp()) if "enqueue_time" in ctx else 0.0
+    started_ns = time.time_ns()
+    enqueued_ns = int(ctx["enqueue_time"].timestamp() * 1e9) if "enqueue_time" in ctx else started_ns
+    queue_wait_s = max(0.0, (started_ns - enqueued_ns) / 1e9)
+    # The caller's trace context rides among the keyword arguments but is no argument of the tool.
+    caller_trace = parse_traceparent(kwargs.pop(TRACEPARENT, None))
+    span = runtime.tracing.start_job(
+        tool=tool.name,
+        job_id=job_id,
+        traceparent=caller_trace,
+        enqueued_ns=enqueued_ns,
+        started_ns=started_ns,
+    )
+    phase_log, phase_token = phases.open_log()
+    trace = JobTrace(phase_log, span, started_ns)
     runtime.metrics.queue_wait.labels(tool.name).observe(queue_wait_s)
     runtime.metrics.in_progress.inc()
     # The deadline runs from here, the moment the worker started the job: time the job spends
@@ -205,7 +222,16 @@ async def _run_tool(
             bind(report_id=report_id)
             org_id = parse_org_id(tool, arguments)
             check_known(tool, arguments)
-            job = JobContext(runtime, tool.name, job_id, job_try, report_id, deadline, org_id)
+            job = JobContext(
+                runtime,
+                tool.name,
+                job_id,
+                job_try,
+                report_id,
+                deadline,
+                traceparent=span.traceparent() if span is not None else caller_trace,
+                org_id=org_id,
+            )
             try:
                 async with asyncio.timeout_at(deadline):
                     produced = await tool.run(job, arguments)
@@ -224,11 +250,53 @@ async def _run_tool(
                 started,
                 job_try,
                 queue_wait_s,
+                trace,
             )
             raise
-        return await _finish(runtime, tool, result, started, job_try, queue_wait_s, ctx.get(FINISHING))
+        return await _finish(runtime, tool, result, started, job_try, queue_wait_s, trace, ctx.get(FINISHING))
     finally:
+        phases.close_log(phase_token)
         runtime.metrics.in_progress.dec()
+
+
+@dataclass(frozen=True)
+class JobTrace:
+    """What a job measured of itself: its phases, and its span when tracing is on."""
+
+    phases: phases.PhaseLog
+    span: JobSpan | None
+    started_ns: int
+
+    def summary(self) -> list[list[str | float]]:
+        return self.phases.summary(self.started_ns)
+
+    def end(self, result: Result) -> None:
+        if self.span is not None:
+            kind = result.kind.value if isinstance(result, ErrorResult) else None
+            self.span.finish(self.phases, span_attributes(result), kind, time.time_ns())
+
+
+def span_attributes(result: Result) -> dict[str, AttributeValue]:
+    """What a job's span says of its result: ids, host, status, bytes, outcome; never a URL's
+    path or query, a search's words or page text."""
+    head = result.head
+    found: dict[str, AttributeValue] = {"research.outcome": outcome(result)}
+    if head.report_id is not None:
+        found["research.report_id"] = head.report_id
+    url = result.url if isinstance(result, ErrorResult) else None
+    if isinstance(result, ErrorResult) and result.status is not None:
+        found["http.response.status_code"] = result.status
+    if isinstance(result, OkResult) and isinstance(result.fields, FetchFields):
+        page = result.fields.page
+        url = page.url
+        found["http.response.status_code"] = page.status
+        found["research.cached"] = result.fields.cached
+        found["research.bytes"] = page.bytes_read
+    if isinstance(result, OkResult) and isinstance(result.fields, SearchFields):
+        found["research.results"] = len(result.fields.results)
+    if url and (host := urlsplit(url).hostname):
+        found["server.address"] = host
+    return found
 
 
 async def _finish(
@@ -238,12 +306,14 @@ async def _finish(
     started: float,
     job_try: int,
     queue_wait_s: float,
+    trace: JobTrace,
     finishing: Finishing | None = None,
 ) -> Result:
     """Write the result (with arq's finish, when ``finishing``) and count it; returns the result
     that stands (another worker's, when its write came first)."""
     duration_s = time.perf_counter() - started
-    run = JobRun(runtime.settings.worker_id, job_try, queue_wait_s * 1000)
+    trace.end(result)
+    run = JobRun(runtime.settings.worker_id, job_try, queue_wait_s * 1000, trace.summary())
     standing, first = await write_result(runtime, result, duration_s * 1000, run, finishing)
     if not first:
         log.warning(

@@ -39,6 +39,7 @@ from arq.utils import ms_to_datetime, timestamp_ms
 from arq.worker import Function, Retry, RetryJob, Worker
 from redis.exceptions import RedisError, ResponseError
 
+from worker import __version__
 from worker.config import ConfigError, Settings
 from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL, Metrics
@@ -58,6 +59,7 @@ from worker.state.menu import Menu
 from worker.state.queue import OURS_FIELD, Claimed, Claimer, Finish, blocking_pop
 from worker.state.redis_conn import connect
 from worker.state.results import ResultStore
+from worker.tracing.export import Tracing
 
 log = logging.getLogger("research.worker")
 
@@ -207,6 +209,8 @@ class ResearchWorker(Worker):
         await self.runtime.results.buckets.close()
         for tool in self._tools:
             await tool.stop()
+        # The last jobs' spans leave before the process does (the SDK's flush blocks).
+        await asyncio.to_thread(self.runtime.tracing.close)
 
     async def main(self) -> None:
         """Replaces arq 0.28's ``Worker.main``, which sleeps ``poll_delay`` between polls, claims
@@ -575,4 +579,7 @@ async def build_runtime(settings: Settings, redis: Any, clock: RedisClock | None
         menu=Menu(redis, settings),
         cpu_slots=CpuSlots(settings.reduce_slots),
         clock=clock or RedisClock(redis),
+        tracing=Tracing(
+            settings.otel_traces_endpoint, service_instance=settings.worker_id, version=__version__
+        ),
     )

@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -85,6 +85,9 @@ class JobRun:
     worker_id: str
     job_try: int | None = None
     queue_wait_ms: float | None = None
+    # ``[name, start, duration]`` per measured phase, milliseconds from the job's start
+    # (worker.tracing.phases): the job page's breakdown, from the measurements spans are made of.
+    phases: list[list[str | float]] | None = None
 
 
 class Line(TypedDict):
@@ -104,10 +107,18 @@ class Line(TypedDict):
     queue_wait_ms: float | None
     worker_id: str | None
     tries: int | None
+    phases: NotRequired[list[list[str | float]]]  # only when the worker measured some
 
 
 def line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
     """Never page text: a preview of the target (URL or query) and of the worker's error message."""
+    made = _line(result, outcome, duration_ms, run, at)
+    if run is not None and run.phases:
+        made["phases"] = run.phases
+    return made
+
+
+def _line(result: JsonObject, outcome: str, duration_ms: float, run: JobRun | None, at: float) -> Line:
     target = result.get("url") or result.get("query") or ""
     error = result.get("error")
     message = error.get("message") if isinstance(error, dict) else None
