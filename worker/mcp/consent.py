@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ class UserUrlPolicy:
         ctx: ServerRequestContext[Any, Any],
         client: ResearchClient,
         report_id: str,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, object],
         responses: types.InputResponses | None = None,
     ) -> JsonObject | types.InputRequiredResult | None:
         """None when the call may go on (its URL is on the menu now, or the job will judge it);

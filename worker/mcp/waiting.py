@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -27,7 +28,7 @@ async def worker_or_error(
     ctx: ServerRequestContext[Any, Any],
     client: ResearchClient,
     tool: str,
-    arguments: dict[str, Any],
+    arguments: Mapping[str, object],
     report_id: str,
     *,
     every_s: float,
@@ -49,7 +50,9 @@ async def worker_or_error(
     return None
 
 
-def no_worker(client: ResearchClient, tool: str, arguments: dict[str, Any], report_id: str) -> JsonObject:
+def no_worker(
+    client: ResearchClient, tool: str, arguments: Mapping[str, object], report_id: str
+) -> JsonObject:
     """The tool result for a call no worker took: nothing was enqueued or charged."""
     settings = client.settings
     late = Timeout(
