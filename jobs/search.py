@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.facts import query_about
 from jobs.providers.base import Deadline, Found, PaidFailure, Provider, falls_back
 from jobs.providers.choose import Providers, open_providers
 from jobs.providers.upstream import HEARD, Heard
@@ -105,8 +106,7 @@ class WebSearchTool:
         return settings.search_deadline_s
 
     def about(self, arguments: Mapping[str, Any]) -> About | None:
-        query = arguments.get("query")
-        return {"query": query.strip()[:MAX_QUERY_CHARS]} if isinstance(query, str) else None
+        return query_about(arguments)
 
     async def start(self, runtime: Runtime) -> None:
         self._providers = open_providers(runtime.settings)

@@ -182,6 +182,22 @@ def test_a_job_error_result_exits_1_and_names_its_kind(settings: Settings, repor
     )
 
 
+def test_a_fetch_the_menu_refuses_says_to_pass_seed(settings: Settings, report: str) -> None:
+    # A name, not an address: the menu refuses it before any lookup (the net allows loopback only).
+    worker = start_worker(settings, "menu", module="tests.support.run_cli_worker")
+    try:
+        wait_healthy(settings, 1)
+        proc = run_cli("fetch", "https://site.test/not-seen", "--report", report, env=settings_env(settings))
+    finally:
+        stop(worker)
+    result = json.loads(proc.stdout)
+    forget_jobs(settings, [result["job_id"]])
+    assert proc.returncode == Exit.JOB_ERROR
+    assert result["error"]["kind"] == "url_not_in_menu"
+    [line] = [line for line in proc.stderr.splitlines() if "returned url_not_in_menu" in line]
+    assert line.endswith("pass --seed (it puts the URL on the menu first)")
+
+
 def test_a_run_with_the_metrics_port_taken_says_so(settings: Settings) -> None:
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
@@ -324,6 +340,11 @@ async def test_health_is_0_while_this_replica_beats_and_5_when_it_does_not(setti
         stop(worker)
     assert (absent.returncode, present.returncode) == (Exit.NO_WORKER, Exit.OK)
     assert absent.stderr == present.stderr == ""
+    # One line either way, naming the worker asked about and the queue.
+    assert absent.stdout == f"unhealthy: worker nobody is not beating on queue {settings.queue_name}\n"
+    assert present.stdout == (
+        f"healthy: worker {settings.worker_id}-probe beats on queue {settings.queue_name}\n"
+    )
 
 
 # Help that teaches.

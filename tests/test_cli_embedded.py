@@ -28,7 +28,7 @@ from tests.support.redis_process import free_port
 from tests.support.run_cli import run_cli
 from tests.support.run_cli_site import DEFAULT_REDIS_VARIABLE
 from tests.support.tls import TestCA, serve
-from worker import cli, config, embedded
+from worker import cli, config, embedded, logs
 from worker.cli import Exit
 from worker.embedded import EmbeddedRedis, Origin, StateFile, locate, redis_for_worker
 
@@ -43,7 +43,7 @@ def runtime_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def nothing_at_the_default(monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"redis://127.0.0.1:{free_port()}/0"
-    monkeypatch.setattr(config, "DEFAULT_REDIS_URL", url)
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", url)
     return url
 
 
@@ -149,7 +149,7 @@ def test_run_finds_redis_url_or_the_default_before_starting_its_own(
 ) -> None:
     with redis_for_worker("redis://configured:6379/0", str(runtime_dir)) as found:
         assert found.source is Origin.REDIS_URL
-    monkeypatch.setattr(config, "DEFAULT_REDIS_URL", redis_url)
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", redis_url)
     with redis_for_worker(None, str(runtime_dir)) as found:
         assert found == embedded.Located(redis_url, Origin.DEFAULT)
     assert not StateFile(str(runtime_dir)).path.exists()
@@ -166,6 +166,42 @@ def test_run_starts_publishes_and_withdraws_its_own_redis_when_none_answers(
         assert locate(None, str(runtime_dir)) == found  # what every other command now finds
     assert not state.path.exists()
     assert not embedded.redis_answers(found.url)
+
+
+def test_research_embedded_starts_its_own_redis_even_when_one_answers_at_the_default(
+    runtime_dir: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", redis_url)
+    assert embedded.redis_answers(redis_url)  # a Redis answers where an unforced run would use it
+    with redis_for_worker(None, str(runtime_dir), forced=True) as found:
+        assert found.source is Origin.EMBEDDED and found.started
+        assert found.url.startswith("unix://") and found.url != redis_url
+        assert "RESEARCH_EMBEDDED" in found.why()
+        assert locate(None, str(runtime_dir), forced=True) == found  # every other command finds it
+    assert not StateFile(str(runtime_dir)).path.exists()
+
+
+def test_research_embedded_with_none_running_names_the_switch_instead_of_the_default(
+    runtime_dir: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config.values, "DEFAULT_REDIS_URL", redis_url)
+    with pytest.raises(embedded.EmbeddedUnavailable, match="RESEARCH_EMBEDDED is on"):
+        locate(None, str(runtime_dir), forced=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESEARCH_") and k != "REDIS_URL"}
+    env |= {"RESEARCH_EMBEDDED": "1", "XDG_RUNTIME_DIR": str(runtime_dir), DEFAULT_REDIS_VARIABLE: redis_url}
+    proc = run_cli("budget", "r-1", env=env)
+    assert proc.returncode == Exit.REDIS_UNREACHABLE
+    assert proc.stderr.splitlines() == [
+        "research-worker: RESEARCH_EMBEDDED is on and no embedded Redis runs on this machine; start one "
+        "with `research-worker run`"
+    ]
+
+
+def test_research_embedded_and_redis_url_together_are_refused() -> None:
+    with pytest.raises(config.ConfigError, match="RESEARCH_EMBEDDED: is on, but REDIS_URL"):
+        config.Settings.from_env({"RESEARCH_EMBEDDED": "1", "REDIS_URL": "redis://127.0.0.1:6379/0"})
+    assert config.Settings.from_env({"RESEARCH_EMBEDDED": "on"}).embedded is True
+    assert config.Settings.from_env({}).embedded is False
 
 
 def test_a_second_run_joins_the_embedded_redis_of_the_first(
@@ -254,7 +290,7 @@ def test_with_no_redis_server_to_start_run_says_what_to_do_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(embedded, "find_redis_server", lambda: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(logs, "configure", lambda *args, **kwargs: None)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
     code = cli.main(["run", "--burst"])

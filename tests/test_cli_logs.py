@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tests.support.processes import settings_env
 from tests.support.run_cli import run_cli
 from worker import logs
-from worker.config import LogFormat, Settings
+from worker.config import Settings
+from worker.config.values import LogFormat
 from worker.logs import fields
 
 

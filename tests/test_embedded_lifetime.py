@@ -19,7 +19,8 @@ import pytest
 from tests.support.processes import ROOT
 from tests.support.redis_process import free_port
 from tests.support.run_cli_site import DEFAULT_REDIS_VARIABLE
-from worker import cli, embedded
+from worker import embedded
+from worker.cli import run as cli_run
 from worker.config import Settings
 from worker.embedded import StateFile
 
@@ -151,11 +152,11 @@ def test_the_line_never_shows_a_password(
     async def nobody_differs(*args: object) -> dict[str, list[str]]:
         return {}
 
-    monkeypatch.setattr(cli, "reach", connected)
+    monkeypatch.setattr(cli_run, "reach", connected)
     monkeypatch.setattr("worker.runtime.fingerprint.others_differ", nobody_differs)
     monkeypatch.setattr("worker.settings.build_worker", no_connection)
     settings = Settings(redis_url="redis://ops:Pw9-secret@127.0.0.1:1/0")
     with caplog.at_level(logging.INFO, logger="research.cli"), pytest.raises(Stop):
-        cli.cmd_run(argparse.Namespace(burst=True, render=False), settings)
+        cli_run.cmd_run(argparse.Namespace(burst=True, render=False), settings)
     [line] = [r.getMessage() for r in caplog.records if "using Redis at" in r.getMessage()]
     assert "Pw9-secret" not in line and "ops:***@127.0.0.1:1" in line and "configured by REDIS_URL" in line

@@ -21,7 +21,8 @@ from tests.support.fake_openrouter import KEY, completion, default_citations, fa
 from tests.support.workers import running_worker
 from worker import logs
 from worker.client import ResearchClient
-from worker.config import LogFormat, Secret, Settings
+from worker.config import Secret, Settings
+from worker.config.values import LogFormat
 from worker.logs import bound, fields
 
 

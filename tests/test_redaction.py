@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from worker import logs
 from worker.cli import main
-from worker.config import ConfigError, LogFormat, Settings
+from worker.config import ConfigError, Settings
+from worker.config.values import LogFormat
 from worker.logs import fields
 from worker.redact import redact_url, redact_urls
 

@@ -30,6 +30,7 @@ from tests.support.fake_openrouter import (
     slow,
     url_citation,
 )
+from tests.support.spend_rows import org_rows
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Secret, Settings, load_org_keys
@@ -37,7 +38,7 @@ from worker.guardian.urls import canonical_url
 from worker.runtime.worker import ResearchWorker
 from worker.state.budget import Budgets, Tool
 from worker.state.menu import Menu
-from worker.state.spend import org_spend, report_spend
+from worker.state.spend import report_spend
 
 ORG_KEY = "sk-or-v1-" + "0f6a11" * 10
 
@@ -314,7 +315,7 @@ async def test_spend_is_added_to_the_org_day_the_report_and_the_metrics(
         "by_provider": {"openrouter-plugin": 2},
     }
     assert await report_spend(redis, report) == expected
-    [row] = await org_spend(redis, search_settings.usage_source, days=1)
+    [row] = await org_rows(redis, search_settings.usage_source)
     assert row == {"org_id": org, "usage_source": search_settings.usage_source, "day": row["day"]} | expected
     assert cost == pytest.approx(0.005)
 

@@ -26,10 +26,11 @@ from tests.support.fake_openrouter import (
     unanswered_tool_call,
     url_citation,
 )
+from tests.support.spend_rows import org_rows
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import SearchProvider, Secret, Settings
-from worker.state.spend import org_spend, report_spend
+from worker.state.spend import report_spend
 
 COST = 0.5
 
@@ -103,7 +104,7 @@ async def test_every_billed_answer_without_a_usable_citation_records_its_spend(
         assert (ok, kind) == (False, "upstream_error"), name
         assert spend["cost_usd"] == pytest.approx(COST), name
         assert spend["searches"] == 1 and spend["by_provider"] == {provider.value: 1}, name
-    [day] = await org_spend(redis, s.usage_source, days=1)
+    [day] = await org_rows(redis, s.usage_source)
     assert day["cost_usd"] == pytest.approx(COST * len(UNUSABLE))
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from tests.support.spend_rows import org_rows
 from worker.config import Secret, Settings
 from worker.runtime.context import Runtime
 from worker.runtime.worker import build_runtime
@@ -25,7 +26,6 @@ from worker.state.spend import (
     REPORT_MIN_TTL_S,
     Spend,
     org_days,
-    org_spend,
     read_spend,
     record_search,
     report_spend,
@@ -59,7 +59,7 @@ async def test_a_search_adds_its_cost_and_tokens_to_its_org_day_and_its_report(
         "searches": 2,
         "by_provider": {PLUGIN: 2},
     }
-    assert await org_spend(redis, source, days=1, now=DAY_TWO) == [
+    assert await org_rows(redis, source) == [
         {
             "day": "2026-12-02",
             "org_id": org,
@@ -77,7 +77,7 @@ async def test_a_search_without_an_org_is_attributed_to_none(
     runtime: Runtime, redis: aioredis.Redis, report: str, source: str
 ) -> None:
     await record_search(runtime, report, None, Spend(0.001, 10, 1), provider=PLUGIN, now=DAY_TWO)
-    [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
+    [row] = await org_rows(redis, source)
     assert row["org_id"] == NO_ORG == "(none)"
     assert await redis.exists(keys.spend_org_day(NO_ORG, source, "2026-12-02")) == 1
 
@@ -104,10 +104,13 @@ async def test_the_utc_day_decides_which_day_a_search_counts_for(
     await record_search(
         runtime, report, org, Spend(0.002, 1, 1), provider=PLUGIN, now=DAY_TWO - dt.timedelta(days=9)
     )
-    rows = await org_spend(redis, source, days=2, now=DAY_TWO)
-    assert [(row["day"], row["cost_usd"]) for row in rows] == [("2026-12-02", 0.004), ("2026-12-01", 0.001)]
-    assert len(await org_spend(redis, source, days=10, now=DAY_TWO)) == 3
-    assert await org_spend(redis, f"{source}-other", days=10, now=DAY_TWO) == []
+    rows = await org_rows(redis, source)
+    assert [(row["day"], row["cost_usd"]) for row in rows] == [
+        ("2026-12-02", 0.004),
+        ("2026-12-01", 0.001),
+        ("2026-11-23", 0.002),
+    ]
+    assert await org_rows(redis, f"{source}-other") == []
 
 
 async def test_rows_of_one_day_come_highest_cost_first(
@@ -115,7 +118,7 @@ async def test_rows_of_one_day_come_highest_cost_first(
 ) -> None:
     for org, cost in ((f"a-{token}", 0.001), (f"b-{token}", 0.009), (f"c-{token}", 0.004)):
         await record_search(runtime, report, org, Spend(cost, 1, 1), provider=PLUGIN, now=DAY_TWO)
-    rows = await org_spend(redis, source, days=1, now=DAY_TWO)
+    rows = await org_rows(redis, source)
     assert [row["org_id"] for row in rows] == [f"b-{token}", f"c-{token}", f"a-{token}"]
 
 
@@ -124,7 +127,7 @@ async def test_an_org_id_with_colons_is_read_back_whole(
 ) -> None:
     org = f"acme:{token}:eu"
     await record_search(runtime, report, org, Spend(0.001, 1, 1), provider=PLUGIN, now=DAY_TWO)
-    [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
+    [row] = await org_rows(redis, source)
     assert row["org_id"] == org
 
 
@@ -223,7 +226,7 @@ async def test_each_search_counts_for_the_provider_that_answered(
     await record_search(runtime, report, org, Spend(0.004, 10, 1), provider="openrouter-tool", now=DAY_TWO)
     by_provider = {PLUGIN: 1, "openrouter-tool": 2}
     assert (await report_spend(redis, report))["by_provider"] == by_provider
-    [row] = await org_spend(redis, source, days=1, now=DAY_TWO)
+    [row] = await org_rows(redis, source)
     assert row["by_provider"] == by_provider
     assert row["searches"] == 3
 
@@ -247,7 +250,7 @@ async def test_orgs_outside_the_key_file_share_one_metrics_label_however_many_th
         "research_search_cost_usd_total", {"org": OTHER_ORG, "usage_source": source}
     ) == pytest.approx(0.3)
     # Redis keeps attributing spend to each org by its id: that is bounded by its TTL, not a scrape.
-    assert len(await org_spend(redis, source, days=1)) == 302
+    assert len(await org_rows(redis, source)) == 302
 
 
 hostile_figures = st.one_of(

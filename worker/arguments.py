@@ -3,7 +3,7 @@
 The job reads its arguments again and refuses what it cannot use (ranges, enums, URLs), but a
 wrong type is known from the call alone: refused here, it costs no queue entry and no worker's
 time, and the answer is the same ``invalid_request`` the job would give. The types come from the
-tools' own input schemas (``jobs.definitions``, through ``worker.settings``), so the check and the
+tools' own input schemas (``jobs.facts``, which imports no tool body), so the check and the
 listing never disagree.
 """
 
@@ -28,9 +28,8 @@ ARTICLE = {"string": "a string", "integer": "an integer", "boolean": "true or fa
 def declared_types() -> dict[str, dict[str, str]]:
     """``{tool: {argument: JSON type}}`` from the tools' input schemas (every optional argument
     listed, whatever the deployment turns on: its type does not depend on it)."""
-    # Through the composition root, as ``worker.client.about_of``: imported on first use.
+    from jobs.facts import tool_definitions
     from worker.config import RenderMode, Settings
-    from worker.settings import tool_definitions
 
     return {
         definition["name"]: {

@@ -32,6 +32,7 @@ from arq.connections import ArqRedis
 from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
+from jobs.facts import about_of
 from worker import embedded
 from worker.arguments import check_types
 from worker.config import ClientSettings, Settings, redact_url
@@ -284,10 +285,10 @@ class ResearchClient:
         name: object,
         arguments: object,
         *,
+        shape: Literal["anthropic"],
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-        shape: Literal["anthropic"],
     ) -> list[dict[str, Any]]: ...
 
     @overload
@@ -578,14 +579,6 @@ def check_call(name: str, arguments: object) -> InvalidRequest | None:
     except InvalidRequest as refusal:
         return refusal
     return None
-
-
-def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
-    """What a job is about, as its own tool says (``worker.settings.about_of``); imported on first
-    use, since the tools take a while to import and most calls never need it."""
-    from worker.settings import about_of as tools_about_of
-
-    return tools_about_of(function, arguments)
 
 
 def error_result(

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from worker import config
+from worker.config import values as defaults
 from worker.logs import fields
 
 log = logging.getLogger("research.embedded")
@@ -67,36 +67,50 @@ class Located:
     source: Origin
     # This process started the embedded Redis (rather than found one); not part of where it is.
     started: bool = field(default=False, compare=False)
+    forced: bool = field(default=False, compare=False)  # RESEARCH_EMBEDDED=1 asked for it
 
     def why(self) -> str:
         """Why this Redis, in a phrase for the first lines of ``run``."""
         if self.source is Origin.REDIS_URL:
             return "configured by REDIS_URL"
+        if self.source is Origin.EMBEDDED and self.started and self.forced:
+            return "embedded: started by this worker, since RESEARCH_EMBEDDED is on"
         if self.source is Origin.EMBEDDED and self.started:
             return (
                 "embedded: started by this worker, since REDIS_URL is unset and nothing answers at "
-                f"{config.DEFAULT_REDIS_URL}"
+                f"{defaults.DEFAULT_REDIS_URL}"
             )
         if self.source is Origin.EMBEDDED:
             return "embedded: the one another `research-worker run` on this machine started"
         return "found on the default address: REDIS_URL is unset and a Redis answers there"
 
 
-def locate(redis_url: str | None, runtime_dir: str | None) -> Located:
-    """Where Redis is for every command but ``run``: REDIS_URL, a live embedded Redis, the default."""
+def locate(redis_url: str | None, runtime_dir: str | None, *, forced: bool = False) -> Located:
+    """Where Redis is for every command but ``run``: REDIS_URL, a live embedded Redis, the default.
+
+    ``forced`` (RESEARCH_EMBEDDED=1): the embedded Redis or none, never the default address.
+    """
     if redis_url is not None:
         return Located(redis_url, Origin.REDIS_URL)
     running = StateFile(runtime_dir).live_url()
     if running is not None:
         return Located(running, Origin.EMBEDDED)
-    return Located(config.DEFAULT_REDIS_URL, Origin.DEFAULT)
+    if forced:
+        raise EmbeddedUnavailable(
+            "RESEARCH_EMBEDDED is on and no embedded Redis runs on this machine; start one with "
+            "`research-worker run`"
+        )
+    return Located(defaults.DEFAULT_REDIS_URL, Origin.DEFAULT)
 
 
 @contextlib.contextmanager
-def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator[Located]:
-    """Where ``run`` finds Redis, starting an embedded one (and publishing it) when there is none."""
+def redis_for_worker(
+    redis_url: str | None, runtime_dir: str | None, *, forced: bool = False
+) -> Iterator[Located]:
+    """Where ``run`` finds Redis, starting an embedded one (and publishing it) when there is none;
+    ``forced`` (RESEARCH_EMBEDDED=1) starts one even when a Redis answers at the default address."""
     found = locate(redis_url, runtime_dir)
-    if found.source is not Origin.DEFAULT or redis_answers(found.url):
+    if found.source is not Origin.DEFAULT or (not forced and redis_answers(found.url)):
         if found.source is Origin.EMBEDDED:
             log.info("using the embedded Redis another worker started", extra=fields(redis_url=found.url))
         yield found
@@ -116,11 +130,13 @@ def redis_for_worker(redis_url: str | None, runtime_dir: str | None) -> Iterator
         yield Located(published, Origin.EMBEDDED)
         return
     log.info(
-        "no REDIS_URL and nothing answers at the default address: started an embedded Redis",
-        extra=fields(redis_url=embedded.url, default=config.DEFAULT_REDIS_URL, state_file=str(state.path)),
+        "RESEARCH_EMBEDDED is on: started an embedded Redis"
+        if forced
+        else "no REDIS_URL and nothing answers at the default address: started an embedded Redis",
+        extra=fields(redis_url=embedded.url, default=defaults.DEFAULT_REDIS_URL, state_file=str(state.path)),
     )
     try:
-        yield Located(embedded.url, Origin.EMBEDDED, started=True)
+        yield Located(embedded.url, Origin.EMBEDDED, started=True, forced=forced)
     finally:
         state.withdraw(embedded.url)
         embedded.stop()
@@ -235,7 +251,7 @@ def redis_answers(url: str | None = None, timeout_s: float = PING_TIMEOUT_S) -> 
 
     A server that wants a password (``-NOAUTH``) answers too: it is there.
     """
-    parts = urlsplit(url or config.DEFAULT_REDIS_URL)
+    parts = urlsplit(url or defaults.DEFAULT_REDIS_URL)
     try:
         if parts.scheme == "unix":
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

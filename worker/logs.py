@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from worker.config import LogFormat
+from worker.config.values import LogFormat
 from worker.redact import redact_urls
 
 # Fields a record may carry in ``extra={"fields": {...}}``; anything else stays out of the line.
@@ -63,9 +63,9 @@ class ContextFilter(logging.Filter):
         return True
 
 
-def line_fields(record: logging.LogRecord) -> dict[str, Any]:
+def line_fields(record: logging.LogRecord) -> dict[str, object]:
     """The record's bound context, then its own fields (which win where both name a field)."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     bound_now = getattr(record, CONTEXT_ATTR, None)
     if isinstance(bound_now, Mapping):
         merged.update(bound_now)
@@ -77,7 +77,7 @@ def line_fields(record: logging.LogRecord) -> dict[str, Any]:
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
+        line: dict[str, object] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
@@ -146,5 +146,5 @@ def configure(
         logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def fields(**values: Any) -> dict[str, Any]:
+def fields(**values: object) -> dict[str, object]:
     return {FIELDS_ATTR: values}

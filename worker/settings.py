@@ -19,42 +19,24 @@ import dataclasses
 import functools
 import logging
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import click
 from aiohttp.abc import AbstractResolver
 
-from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.fetch import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive
 from worker.config import ConfigError, Settings
+from worker.runtime.context import ArqContext
 from worker.runtime.envelope import ToolJob, arq_function
 from worker.runtime.worker import ResearchWorker
 from worker.serialization import dumps, loads
 from worker.state import health
 from worker.state.redis_conn import redis_settings as arq_redis_settings
-from worker.state.result_records import About
 
-__all__ = [
-    "FETCH_PAGE",
-    "WEB_SEARCH",
-    "ToolFormat",
-    "about_of",
-    "build_worker",
-    "formatted",
-    "render_tools",
-    "render_worker_settings",
-    "tool_definitions",
-    "tools",
-]
-
-# The tools' job names, from the tools themselves: the client and the command line name jobs with
-# these.
-FETCH_PAGE: str = FetchPageTool.name
-WEB_SEARCH: str = WebSearchTool.name
+__all__ = ["build_worker", "render_tools", "render_worker_settings", "tools"]
 
 EXIT_CONFIGURATION = 2
 
@@ -64,18 +46,6 @@ def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
     production uses the system's."""
     archive = SharedArchive()
     return (WebSearchTool(archive), FetchPageTool(resolver, archive))
-
-
-@functools.cache
-def _tools_by_name() -> dict[str, ToolJob]:
-    return {tool.name: tool for tool in tools()}
-
-
-def about_of(function: str, arguments: Mapping[str, Any]) -> About | None:
-    """What a job is about, as its own tool says in its results (for results the client writes
-    itself: a refused or timed-out call still names its URL or query)."""
-    tool = _tools_by_name().get(function)
-    return tool.about(arguments) if tool is not None else None
 
 
 def build_worker(settings: Settings, *, burst: bool = False, render: bool = False) -> ResearchWorker:
@@ -116,10 +86,10 @@ def arq_worker_settings() -> type:
     except ConfigError as exc:
         sys.stderr.write(f"research-worker: configuration error: {exc}\n")
         raise SystemExit(EXIT_CONFIGURATION) from None
-    found = embedded.locate(settings.redis_url, settings.runtime_dir)
+    found = embedded.locate(settings.redis_url, settings.runtime_dir, forced=settings.embedded)
     settings = dataclasses.replace(settings, redis_url=found.url)
 
-    async def run_research_worker(ctx: dict[str, Any]) -> None:
+    async def run_research_worker(ctx: ArqContext) -> None:
         _log_like_research_worker_run(settings)
         worker = build_worker(settings, burst=_arq_burst())
         try:
@@ -129,7 +99,7 @@ def arq_worker_settings() -> type:
         # arq's Worker.run takes a cancelled main task for a shutdown: it closes and returns.
         raise asyncio.CancelledError
 
-    async def settle_queue_health(ctx: dict[str, Any]) -> None:
+    async def settle_queue_health(ctx: ArqContext) -> None:
         # arq's shell deletes the queue's health key as it closes, even with other replicas running.
         await health.withdraw(ctx["redis"], settings.queue_name)
 

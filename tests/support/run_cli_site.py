@@ -20,9 +20,9 @@ def install() -> None:
     loopback.install()
     default = os.environ.get(DEFAULT_REDIS_VARIABLE)
     if default:
-        from worker import config
+        from worker.config import values
 
-        config.DEFAULT_REDIS_URL = default
+        values.DEFAULT_REDIS_URL = default
 
 
 def write_sitecustomize(directory: Path) -> Path:

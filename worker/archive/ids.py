@@ -54,7 +54,3 @@ def digest_name(payload_digest: str) -> str:
     if algorithm != "sha1" or not re.fullmatch(r"[A-Z2-7]{32}", value):
         raise ValueError("not a sha1 payload digest")
     return value
-
-
-def day_folder(day: str) -> str:
-    return f"{RECORDS}{day}/"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,13 +191,3 @@ def _write(out: io.BytesIO, record: Any) -> None:
     compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     out.write(compressor.compress(plain.getbuffer()))
     out.write(compressor.flush())
-
-
-def record_ids(data: bytes) -> Sequence[str]:
-    """The record ids in a file, in order (tests and the export's checks)."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    found = []
-    for record in ArchiveIterator(io.BytesIO(data)):
-        found.append(str(record.rec_headers.get_header("WARC-Record-ID")).strip("<>"))
-    return found

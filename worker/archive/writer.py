@@ -101,10 +101,6 @@ class _Item:
     search: Mapping[str, Any] | None = None
     at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
-    @property
-    def cite_only(self) -> bool:
-        return self.capture is None and self.search is None
-
 
 class Archive:
     """One worker's archive writer. ``store`` None: the archive is off, and every receipt is empty."""
@@ -349,7 +345,7 @@ class Archive:
         self._metrics.archive_bytes.inc(len(data))
         self._count("written")
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         return {
             "worker_id": self._worker_id,
             "where": self.store.where if self.store is not None else None,

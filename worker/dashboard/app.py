@@ -182,7 +182,7 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
             )
         return await handler(request)
 
-    def page(request: web.Request, name: str, context: dict[str, Any], status: int = 200) -> web.Response:
+    def page(request: web.Request, name: str, context: dict[str, object], status: int = 200) -> web.Response:
         base = {"queue_name": settings.queue_name, "refresh_s": None, "error": None}
         return aiohttp_jinja2.render_template(name, request, {**base, **context}, status=status)
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arq.connections import ArqRedis, create_pool
-from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 
 import worker.dashboard.decode as decode
 from worker.config import Settings
@@ -285,14 +284,14 @@ def _fingerprint_fields(info: Mapping[str, Any]) -> dict[str, Any]:
 
 async def read_in_progress(redis: ArqRedis, settings: Settings, now: float) -> tuple[list[JobRow], bool]:
     """Jobs of this queue that a worker has claimed: arq keeps them in the queue until they finish."""
-    names, complete = await scan_keys(redis, in_progress_key_prefix + "*", MAX_CANDIDATES)
-    job_ids = [name.removeprefix(in_progress_key_prefix) for name in names]
+    names, complete = await scan_keys(redis, keys.arq_in_progress_pattern(), MAX_CANDIDATES)
+    job_ids = [name.removeprefix(keys.ARQ_IN_PROGRESS) for name in names]
     if not job_ids:
         return [], complete
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
             pipe.zscore(settings.queue_name, job_id)
-            pipe.get(in_progress_key_prefix + job_id)
+            pipe.get(keys.arq_in_progress(job_id))
         replies = await pipe.execute(raise_on_error=False)
     # The in-progress key is the job's lease, whose value says when its worker claimed it.
     mine: list[tuple[str, float | None]] = []
@@ -442,8 +441,8 @@ async def _read_jobs(redis: ArqRedis, job_ids: Sequence[str]) -> dict[str, tuple
     if not job_ids:
         return {}
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.mget([job_key_prefix + job_id for job_id in job_ids])
-        pipe.mget([retry_key_prefix + job_id for job_id in job_ids])
+        pipe.mget([keys.arq_job(job_id) for job_id in job_ids])
+        pipe.mget([keys.arq_retry(job_id) for job_id in job_ids])
         payloads, tries = await pipe.execute()
     return {
         job_id: (decode.json_object(payload), decode.integer_or_none(tried))

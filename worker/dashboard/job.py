@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
@@ -72,10 +71,10 @@ async def read_job(
         return None
     async with redis.pipeline(transaction=False) as pipe:
         pipe.get(keys.result(job_id))
-        pipe.get(job_key_prefix + job_id)
-        pipe.get(result_key_prefix + job_id)
-        pipe.get(retry_key_prefix + job_id)
-        pipe.exists(in_progress_key_prefix + job_id)
+        pipe.get(keys.arq_job(job_id))
+        pipe.get(keys.arq_result(job_id))
+        pipe.get(keys.arq_retry(job_id))
+        pipe.exists(keys.arq_in_progress(job_id))
         pipe.zscore(queue_name, job_id)
         raw_result, raw_payload, raw_record, raw_tries, claimed, score = await pipe.execute()
     if raw_result is None and raw_payload is None and raw_record is None and score is None and line is None:

@@ -6,7 +6,6 @@ The same selection feeds ``/`` and ``/api/state``, so the page and the JSON neve
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import worker.dashboard.charts as charts
 from worker.dashboard.data import MAX_ROWS, Snapshot
@@ -17,7 +16,7 @@ from worker.state import activity
 REFRESH_S = 5
 
 
-def index_context(snap: Snapshot, filters: Filters) -> dict[str, Any]:
+def index_context(snap: Snapshot, filters: Filters) -> dict[str, object]:
     history = snap.history
     return {
         "generated_at": snap.generated_at,
@@ -53,7 +52,7 @@ def index_context(snap: Snapshot, filters: Filters) -> dict[str, Any]:
     }
 
 
-def state_document(snap: Snapshot, filters: Filters) -> dict[str, Any]:
+def state_document(snap: Snapshot, filters: Filters) -> dict[str, object]:
     """The snapshot as JSON: the same rows ``/`` shows for these filters, and the page they are on."""
     document = snap.as_dict()
     page = paginate(snap.recent, filters)

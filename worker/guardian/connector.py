@@ -21,9 +21,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
 from worker.errors import DnsFailure
-from worker.guardian.browser_http import BrowserTCPConnector
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.reasons import Reason
+from worker.net.browser_http import BrowserTCPConnector
 from worker.tracing import network as traced
 from worker.tracing.phases import DNS_AND_GUARDIAN, phase
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from aiohttp.abc import AbstractResolver
 from aiohttp.resolver import ThreadedResolver
@@ -22,13 +22,24 @@ from worker.guardian.urls import check_url
 from worker.guardian.verdict import IPAddress
 
 
+class Decision(TypedDict):
+    """The verdict ``check-url`` prints: allow or refuse, why, and (when allowed) where it goes."""
+
+    verdict: str
+    kind: str | None
+    reason: str
+    detail: str
+    url: NotRequired[str]
+    addresses: NotRequired[list[str]]
+
+
 async def decide(
     raw_url: str,
     policy: AddressPolicy,
     resolves_to: Sequence[IPAddress] = (),
     resolver: AbstractResolver | None = None,
     domains: DomainPolicy | None = None,
-) -> dict[str, Any]:
+) -> Decision:
     try:
         target = check_url(raw_url, policy)
         # The domain lists come next, before DNS, as in a fetch: a refused host is never resolved.

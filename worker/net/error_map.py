@@ -50,8 +50,9 @@ def translate(exc: BaseException, peer: str) -> ResearchError:
     "the search provider"), in words the caller chose."""
     if isinstance(exc, ResearchError):
         return exc  # raised by our own code inside aiohttp (the guarded resolver): already in words
-    for kind, build in _TABLE:
-        if isinstance(exc, kind):
+    for kind in type(exc).__mro__:  # the most specific class with a row: no row can shadow another
+        build = _TABLE.get(kind)
+        if build is not None:
             return build(exc, peer)
     return ConnectionFailed(f"the connection to {peer} failed ({type(exc).__name__})")
 
@@ -99,24 +100,23 @@ def _system_words(exc: BaseException) -> str:
     return "the network reported an error"
 
 
-# Most specific first: aiohttp's classes inherit from each other (a certificate error is an SSL
-# error is a connector error is an OS error).
-_TABLE: tuple[tuple[type[BaseException], Translate], ...] = (
-    (aiohttp.ClientConnectorCertificateError, _certificate),
-    (aiohttp.ClientSSLError, _tls),
-    (aiohttp.ClientConnectorDNSError, _says(DnsFailure, "{peer} does not resolve")),
-    (aiohttp.ClientConnectorError, _connector),
-    (
-        aiohttp.ServerDisconnectedError,
-        _says(ConnectionFailed, "{peer} closed the connection before the answer was complete"),
+# One row per class, in any order: ``translate`` walks the exception's class hierarchy (MRO), so
+# aiohttp's classes that inherit from each other (a certificate error is an SSL error is a connector
+# error is an OS error) each meet their own row first.
+_TABLE: dict[type[BaseException], Translate] = {
+    aiohttp.ClientConnectorCertificateError: _certificate,
+    aiohttp.ClientSSLError: _tls,
+    aiohttp.ClientConnectorDNSError: _says(DnsFailure, "{peer} does not resolve"),
+    aiohttp.ClientConnectorError: _connector,
+    aiohttp.ServerDisconnectedError: _says(
+        ConnectionFailed, "{peer} closed the connection before the answer was complete"
     ),
-    (aiohttp.ServerTimeoutError, _says(Timeout, "{peer} stopped sending")),
-    (aiohttp.ClientResponseError, _says(ConnectionFailed, "{peer} sent a response that is not valid HTTP")),
-    (
-        aiohttp.ClientPayloadError,
-        _says(ConnectionFailed, "the body from {peer} broke off or could not be decoded"),
+    aiohttp.ServerTimeoutError: _says(Timeout, "{peer} stopped sending"),
+    aiohttp.ClientResponseError: _says(ConnectionFailed, "{peer} sent a response that is not valid HTTP"),
+    aiohttp.ClientPayloadError: _says(
+        ConnectionFailed, "the body from {peer} broke off or could not be decoded"
     ),
-    (ssl.SSLError, _tls),
-    (aiohttp.ClientOSError, _os),
-    (OSError, _os),
-)
+    ssl.SSLError: _tls,
+    aiohttp.ClientOSError: _os,
+    OSError: _os,
+}

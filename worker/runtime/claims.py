@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from arq.constants import in_progress_key_prefix
-
 from worker.state import keys
 from worker.state.clock import RedisClock
 from worker.state.queue import FINISH_FUNCTION, Finish
@@ -169,7 +167,7 @@ class JobLeases:
         if not held:
             return set()
         job_ids = [job_id for job_id, _ in held]
-        pairs = [key for job_id in job_ids for key in (in_progress_key_prefix + job_id, keys.result(job_id))]
+        pairs = [key for job_id in job_ids for key in (keys.arq_in_progress(job_id), keys.result(job_id))]
         tries = [part for job_id, job_try in held for part in (job_id, job_try, self._values[job_id])]
         flags = await self._renew(
             keys=[self._queue_name, *pairs],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from worker.errors import BudgetExhausted
 from worker.state.budget import Tool, utc_day_of_ms
@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from worker.state.clock import RedisClock
     from worker.state.menu import Menu
     from worker.state.results import ResultStore
+
+
+# arq's ``ctx``: a dict arq hands every job and hook, holding arq's own values ("redis", "job_id",
+# "job_try", ...) of arq's choosing; the one place its type is written.
+ArqContext: TypeAlias = dict[str, Any]
 
 
 @dataclass

@@ -30,7 +30,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from worker.errors import InternalError, InvalidRequest, MissingReportId, ResearchError, Timeout
 from worker.limits import REPORT_ID
 from worker.logs import bind, bound, fields
-from worker.runtime.context import JobContext, Runtime
+from worker.runtime.context import ArqContext, JobContext, Runtime
 from worker.serialization import JsonObject
 from worker.state.activity import JobRun
 from worker.state.memory import relieving
@@ -177,17 +177,13 @@ def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
         )
 
 
-async def run_tool(
-    ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Result:
+async def run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Result:
     # Every line logged while the job runs, by any module, names the job (``worker.logs.bound``).
     with bound(job_id=ctx["job_id"], tool=tool.name, job_try=ctx.get("job_try", 1)):
         return await _run_tool(ctx, tool, args, kwargs)
 
 
-async def _run_tool(
-    ctx: dict[str, Any], tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Result:
+async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Result:
     runtime: Runtime = ctx["runtime"]
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
@@ -435,7 +431,7 @@ def finished_fields(result: Result) -> dict[str, str]:
 def arq_function(tool: ToolJob, settings: Settings) -> Function:
     # ctx is positional-only, so a job whose keyword arguments include "ctx" still reaches the
     # envelope (and gets invalid_request) instead of failing in the call with no result.
-    async def job(ctx: dict[str, Any], /, *args: Any, **kwargs: Any) -> JsonObject:
+    async def job(ctx: ArqContext, /, *args: Any, **kwargs: Any) -> JsonObject:
         return as_json(await run_tool(ctx, tool, args, kwargs))
 
     job.__qualname__ = job.__name__ = tool.name

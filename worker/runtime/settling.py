@@ -18,7 +18,6 @@ from collections.abc import Collection, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.jobs import serialize_result
 
 from worker.errors import ErrorKind, InternalError, MissingReportId
@@ -27,6 +26,7 @@ from worker.metrics import UNKNOWN_TOOL
 from worker.runtime.envelope import MAX_TRIES, parse_report_id, write_result
 from worker.runtime.payload import MalformedJob
 from worker.serialization import dumps, loads_object
+from worker.state import keys
 from worker.state.result_records import ErrorResult, Head, Result, outcome
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from worker.runtime.context import Runtime
 
 log = logging.getLogger("research.worker")
-
-ARQ_JOB_PREFIXES = (in_progress_key_prefix, job_key_prefix, retry_key_prefix)
 
 
 class Ending(Enum):
@@ -114,7 +112,7 @@ class Settling:
         log.warning("removed a queued job whose id is not UTF-8", extra=fields(job_id=repr(raw_id[:80])))
         async with self._redis.pipeline(transaction=True) as tx:
             tx.zrem(self._queue_name, raw_id)
-            tx.delete(*(prefix.encode() + raw_id for prefix in ARQ_JOB_PREFIXES))
+            tx.delete(*(prefix.encode() + raw_id for prefix in keys.ARQ_JOB_PREFIXES))
             await tx.execute()
         self._runtime.metrics.jobs.labels(UNKNOWN_TOOL, ErrorKind.INVALID_REQUEST.value).inc()
 

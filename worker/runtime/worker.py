@@ -45,7 +45,7 @@ from worker.logs import fields
 from worker.metrics import UNKNOWN_TOOL, Metrics
 from worker.runtime import fingerprint, metrics_server
 from worker.runtime.claims import LEASE_MS, JobLeases
-from worker.runtime.context import Runtime
+from worker.runtime.context import ArqContext, Runtime
 from worker.runtime.cpu_slots import CpuSlots
 from worker.runtime.envelope import FINISHING, MAX_TRIES, ToolJob, arq_function
 from worker.runtime.payload import MalformedJob, read_payload
@@ -165,7 +165,7 @@ class ResearchWorker(Worker):
             log_results=False,
         )
 
-    async def _on_startup(self, ctx: dict[str, Any]) -> None:
+    async def _on_startup(self, ctx: ArqContext) -> None:
         runtime = await build_runtime(self.settings, self.pool, self._redis_clock)
         for tool in self._tools:
             await tool.start(runtime)
@@ -191,7 +191,7 @@ class ResearchWorker(Worker):
             ),
         )
 
-    async def _on_shutdown(self, ctx: dict[str, Any]) -> None:
+    async def _on_shutdown(self, ctx: ArqContext) -> None:
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
         await health.withdraw(self.pool, self.queue_name)  # arq has just deleted this replica's key

@@ -9,7 +9,42 @@ from __future__ import annotations
 
 import hashlib
 
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
+
 PREFIX = "research:"
+
+# arq's own keys, named here so nothing else concatenates arq's prefixes by hand.
+ARQ_IN_PROGRESS = in_progress_key_prefix
+ARQ_JOB = job_key_prefix
+ARQ_RETRY = retry_key_prefix
+ARQ_RESULT = result_key_prefix
+# The keys of a job arq has not finished: its claim, its payload, its try counter.
+ARQ_JOB_PREFIXES = (ARQ_IN_PROGRESS, ARQ_JOB, ARQ_RETRY)
+
+
+def arq_job(job_id: str) -> str:
+    """arq's payload of a queued job."""
+    return ARQ_JOB + job_id
+
+
+def arq_in_progress(job_id: str) -> str:
+    """arq's claim of a running job."""
+    return ARQ_IN_PROGRESS + job_id
+
+
+def arq_in_progress_pattern() -> str:
+    """Every running job's claim (arq's job ids hold no glob characters)."""
+    return ARQ_IN_PROGRESS + "*"
+
+
+def arq_retry(job_id: str) -> str:
+    """arq's try counter of a job."""
+    return ARQ_RETRY + job_id
+
+
+def arq_result(job_id: str) -> str:
+    """arq's record of a finished job."""
+    return ARQ_RESULT + job_id
 
 
 def result(job_id: str) -> str:

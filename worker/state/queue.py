@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from arq.jobs import SerializationError
 
 from worker.logs import fields
@@ -137,10 +136,10 @@ class Finish:
 
     def keys(self) -> list[str]:
         return [
-            in_progress_key_prefix + self.job_id,
-            job_key_prefix + self.job_id,
-            retry_key_prefix + self.job_id,
-            result_key_prefix + self.job_id,
+            keys.arq_in_progress(self.job_id),
+            keys.arq_job(self.job_id),
+            keys.arq_retry(self.job_id),
+            keys.arq_result(self.job_id),
             self.queue_name,
         ]
 
@@ -175,8 +174,8 @@ class Enqueuer:
         payload = job_payload(function, kwargs, now_ms)
         created = await self._script(
             keys=[
-                job_key_prefix + job_id,
-                result_key_prefix + job_id,
+                keys.arq_job(job_id),
+                keys.arq_result(job_id),
                 keys.result(job_id),
                 self._queue_name,
                 keys.wake(self._queue_name),
@@ -334,9 +333,7 @@ class Claimer:
             now_ms,
             self._lease_ms,
             lease,
-            in_progress_key_prefix,
-            job_key_prefix,
-            retry_key_prefix,
+            *keys.ARQ_JOB_PREFIXES,
             keys.result(""),
         ]
 
@@ -364,11 +361,6 @@ class Claimer:
             args=[*self._shared(now_ms, lease), job_id, max(0, more), now_ms + WOKEN_SKEW_MS],
         )
         return _claims(flat, sent_at, lease)
-
-    async def claim(self, job_id: str) -> Claimed | None:
-        """The claimed job when this worker now holds it, None when another has it or it is gone."""
-        claimed = await self.claim_woken(job_id, 0)
-        return next((c for c in claimed if isinstance(c, Claimed)), None)
 
 
 def _claims(flat: Any, sent_at: float, lease: str) -> list[Claimed | bytes]:

@@ -16,7 +16,7 @@ Sentinel pool passes no retry settings to its connections, so the pool is built 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from arq.connections import ArqRedis, RedisSettings, create_pool
@@ -143,7 +143,7 @@ async def connect(settings: Configured, *, fail_fast: bool = False) -> ArqRedis:
 def sentinel_pool(target: RedisTarget) -> ArqRedis:
     """A client of the primary the sentinels name, retrying through a failover."""
     parts = urlsplit(target.url)
-    credentials: dict[str, Any] = {}
+    credentials: dict[str, str] = {}
     if parts.username:
         credentials["username"] = unquote(parts.username)
     if parts.password:

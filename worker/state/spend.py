@@ -22,7 +22,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from redis.exceptions import RedisError
 
@@ -64,8 +64,25 @@ REPORT_MIN_TTL_S = 7 * 86_400
 MAX_SEARCH_COST_USD = 100.0
 MAX_SEARCH_TOKENS = 10_000_000
 
-COUNTERS = ("cost_usd", "prompt_tokens", "completion_tokens", "searches")
 BY_PROVIDER = "searches_by:"
+
+
+class Counters(TypedDict):
+    """What a report or an organization day has spent, as ``report_spend`` reads it."""
+
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    searches: int
+    by_provider: dict[str, int]
+
+
+class OrgDay(Counters):
+    """One organization's spend on one UTC day under one usage source (``org_days``)."""
+
+    day: str
+    org_id: str
+    usage_source: str
 
 
 @dataclass(frozen=True)
@@ -176,7 +193,7 @@ async def record_search(
     metrics.search_tokens.labels(label, settings.usage_source, "completion").inc(spend.completion_tokens)
 
 
-async def report_spend(redis: Redis, report_id: str) -> dict[str, Any]:
+async def report_spend(redis: Redis, report_id: str) -> Counters:
     """``{"cost_usd", "prompt_tokens", "completion_tokens", "searches", "by_provider"}`` for one report.
 
     Zeros (and an empty ``by_provider``) when the report has spent nothing.
@@ -184,24 +201,7 @@ async def report_spend(redis: Redis, report_id: str) -> dict[str, Any]:
     return _counters(await redis.hgetall(keys.spend_report(report_id)))  # type: ignore[misc]
 
 
-async def org_spend(
-    redis: Redis, usage_source: str | None = None, days: int = 7, *, now: dt.datetime | None = None
-) -> list[dict[str, Any]]:
-    """One row per organization, usage source and UTC day over the last ``days`` days (today included).
-
-    ``usage_source`` None means every source. Rows come as ``org_days`` gives them.
-    """
-    today = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    wanted_days = {utc_day(today - dt.timedelta(days=back)) for back in range(max(days, 0))}
-    found = [_text(key) async for key in redis.scan_iter(match=keys.spend_org_pattern(), count=1000)]
-    return [
-        row
-        for row in await org_days(redis, found)
-        if row["day"] in wanted_days and usage_source in (None, row["usage_source"])
-    ]
-
-
-async def org_days(redis: Redis, names: Sequence[str]) -> list[dict[str, Any]]:
+async def org_days(redis: Redis, names: Sequence[str]) -> list[OrgDay]:
     """The organization days stored at ``names`` (keys listed by ``keys.spend_org_pattern()``).
 
     Rows come newest day first, then by cost, highest first. Each row: ``day``, ``org_id``,
@@ -215,7 +215,7 @@ async def org_days(redis: Redis, names: Sequence[str]) -> list[dict[str, Any]]:
             pipe.hgetall(name)
         replies = await pipe.execute(raise_on_error=False)
     prefix = keys.spend_org_pattern().removesuffix("*")
-    rows = []
+    rows: list[OrgDay] = []
     for name, raw in zip(names, replies, strict=True):
         if not isinstance(raw, dict):
             continue
@@ -223,8 +223,14 @@ async def org_days(redis: Redis, names: Sequence[str]) -> list[dict[str, Any]]:
         # The hash names its own org, source and day; the key is the fallback, split from the
         # right because the day and the source carry no colon.
         org, source, day = _split_org_key(name.removeprefix(prefix))
-        labels = {"day": text.get("day", day), "org_id": text.get("org_id", org)}
-        rows.append(labels | {"usage_source": text.get("usage_source", source)} | _counters(raw))
+        rows.append(
+            OrgDay(
+                day=text.get("day", day),
+                org_id=text.get("org_id", org),
+                usage_source=text.get("usage_source", source),
+                **_counters(raw),
+            )
+        )
     rows.sort(key=lambda row: (row["day"], row["cost_usd"]), reverse=True)
     return rows
 
@@ -236,17 +242,19 @@ def _split_org_key(rest: str) -> tuple[str, str, str]:
     return rest, "", ""
 
 
-def _counters(raw: dict[Any, Any]) -> dict[str, Any]:
+def _counters(raw: dict[Any, Any]) -> Counters:
     text = {_text(k): _text(v) for k, v in raw.items()}
-    counters: dict[str, Any] = {"cost_usd": round(_figure(text.get("cost_usd")), 10)}
-    for name in COUNTERS[1:]:
-        counters[name] = int(_figure(text.get(name)))
-    counters["by_provider"] = {
-        name.removeprefix(BY_PROVIDER): int(_figure(value))
-        for name, value in sorted(text.items())
-        if name.startswith(BY_PROVIDER)
-    }
-    return counters
+    return Counters(
+        cost_usd=round(_figure(text.get("cost_usd")), 10),
+        prompt_tokens=int(_figure(text.get("prompt_tokens"))),
+        completion_tokens=int(_figure(text.get("completion_tokens"))),
+        searches=int(_figure(text.get("searches"))),
+        by_provider={
+            name.removeprefix(BY_PROVIDER): int(_figure(value))
+            for name, value in sorted(text.items())
+            if name.startswith(BY_PROVIDER)
+        },
+    )
 
 
 def _figure(value: str | None) -> float:
