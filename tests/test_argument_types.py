@@ -15,7 +15,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from jobs.definitions import tool_definitions
-from worker.client import ResearchClient, check_call
+from worker.arguments import check_call
+from worker.client import ResearchClient
 from worker.config import RenderMode, Settings
 
 SCHEMAS = {d["name"]: d["input_schema"] for d in tool_definitions(Settings(render=RenderMode.ON))}

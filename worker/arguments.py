@@ -1,4 +1,5 @@
-"""A model's tool arguments checked for their JSON types before anything is enqueued.
+"""A model's tool arguments: read as a JSON object a job can carry, and checked for their JSON types
+before anything is enqueued.
 
 The job reads its arguments again and refuses what it cannot use (ranges, enums, URLs), but a
 wrong type is known from the call alone: refused here, it costs no queue entry and no worker's
@@ -10,10 +11,20 @@ listing never disagree.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from worker.errors import InvalidRequest
+
+# The arguments only the orchestrator may set: a tool call that names a report or an organization
+# is trying to spend someone else's budget.
+ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
+# Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
+# before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
+MAX_ARGUMENTS_BYTES: Final = 65_536
 
 JSON_TYPES: Mapping[str, tuple[type, ...]] = {
     "string": (str,),
@@ -63,3 +74,47 @@ def json_name(value: object) -> str:
     return {str: "a string", int: "an integer", float: "a number", list: "an array", dict: "an object"}.get(
         type(value), type(value).__name__
     )
+
+
+def model_arguments(arguments: object) -> dict[str, Any]:
+    """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
+
+    A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:
+    an integer beyond 64 bits becomes a number the job then refuses, never a serialization error.
+    """
+    if isinstance(arguments, Mapping):
+        try:
+            text: str | bytes = json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise InvalidRequest("the tool arguments must be a JSON object of strings and numbers") from None
+    elif isinstance(arguments, str | bytes):
+        text = arguments
+    else:
+        raise InvalidRequest("the tool arguments must be a JSON object")
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        raise InvalidRequest(
+            f"the tool arguments are larger than any valid call ({MAX_ARGUMENTS_BYTES:,} bytes)"
+        )
+    if not text.strip():
+        return {}  # some frameworks send "" for a call without arguments
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "the tool arguments are not JSON a job can carry (malformed, or a number too large)"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidRequest("the tool arguments must be a JSON object")
+    return parsed
+
+
+def check_call(name: str, arguments: object) -> InvalidRequest | None:
+    """Why a model's call to ``name`` is refused before anything is enqueued, or None."""
+    try:
+        given = model_arguments(arguments)
+        if ORCHESTRATOR_ARGUMENTS & given.keys():
+            raise InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
+        check_types(name, given)
+    except InvalidRequest as refusal:
+        return refusal
+    return None

@@ -19,7 +19,6 @@ import collections
 import contextlib
 import dataclasses
 import functools
-import json
 import threading
 import time
 import uuid
@@ -27,14 +26,13 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
-import orjson
 from arq.connections import ArqRedis
 from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
 from jobs.facts import about_of
 from worker import embedded
-from worker.arguments import check_types
+from worker.arguments import check_call, model_arguments
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
@@ -58,13 +56,8 @@ MAX_BLOCK_S = 30.0
 FRESH_FOR_S = DONE_TTL_MS / 1000 - 5.0
 REMEMBERED_ENQUEUES = 10_000
 
-# The tools a model may call, and the arguments only the orchestrator may set: a tool call that
-# names a report or an organization is trying to spend someone else's budget.
+# The tools a model may call (the arguments only the orchestrator may set: worker.arguments).
 MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
-ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
-# Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
-# before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
-MAX_ARGUMENTS_BYTES: Final = 65_536
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -535,50 +528,6 @@ class SyncResearchClient:
             thread.join(timeout=5)
         if loop is not None:
             loop.close()
-
-
-def model_arguments(arguments: object) -> dict[str, Any]:
-    """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
-
-    A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:
-    an integer beyond 64 bits becomes a number the job then refuses, never a serialization error.
-    """
-    if isinstance(arguments, Mapping):
-        try:
-            text: str | bytes = json.dumps(arguments, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            raise InvalidRequest("the tool arguments must be a JSON object of strings and numbers") from None
-    elif isinstance(arguments, str | bytes):
-        text = arguments
-    else:
-        raise InvalidRequest("the tool arguments must be a JSON object")
-    if len(text) > MAX_ARGUMENTS_BYTES:
-        raise InvalidRequest(
-            f"the tool arguments are larger than any valid call ({MAX_ARGUMENTS_BYTES:,} bytes)"
-        )
-    if not text.strip():
-        return {}  # some frameworks send "" for a call without arguments
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise InvalidRequest(
-            "the tool arguments are not JSON a job can carry (malformed, or a number too large)"
-        ) from None
-    if not isinstance(parsed, dict):
-        raise InvalidRequest("the tool arguments must be a JSON object")
-    return parsed
-
-
-def check_call(name: str, arguments: object) -> InvalidRequest | None:
-    """Why a model's call to ``name`` is refused before anything is enqueued, or None."""
-    try:
-        given = model_arguments(arguments)
-        if ORCHESTRATOR_ARGUMENTS & given.keys():
-            raise InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
-        check_types(name, given)
-    except InvalidRequest as refusal:
-        return refusal
-    return None
 
 
 def error_result(

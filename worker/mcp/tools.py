@@ -27,7 +27,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from redis.exceptions import RedisError
 
-from worker.client import MODEL_TOOLS, NoWorkerRunning, ResearchClient, check_call
+from worker.arguments import check_call
+from worker.client import MODEL_TOOLS, NoWorkerRunning, ResearchClient
 from worker.limits import FETCH_PAGE
 from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.waiting import no_worker, worker_or_error

@@ -16,7 +16,8 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 
-from worker.client import ResearchClient, about_of, error_result
+from jobs.facts import about_of
+from worker.client import ResearchClient, error_result
 from worker.errors import Timeout
 from worker.redact import redact_url
 from worker.serialization import JsonObject
