@@ -14,7 +14,7 @@ the Responses API) and for an MCP server's tool listing, so every format says th
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from jobs.output_schemas import output_schema
 from worker.config import RenderMode, Settings
@@ -27,6 +27,7 @@ from worker.limits import (
     MAX_RESULTS,
     MAX_URL_LENGTH,
 )
+from worker.serialization import JsonObject, JsonValue
 
 
 class ToolFormat(StrEnum):
@@ -36,6 +37,14 @@ class ToolFormat(StrEnum):
     OPENAI = "openai"  # function calling: [{type: "function", function: {name, description, parameters}}]
     MCP = "mcp"  # a server's tools/list result: {tools: [{name, description, inputSchema, annotations}]}
     OPENAI_RESPONSES = "openai-responses"  # Responses API: [{type: "function", name, parameters, ...}]
+
+
+class ToolDefinition(TypedDict):
+    """A tool's definition in Anthropic's shape, the one the others are made from."""
+
+    name: str
+    description: str
+    input_schema: JsonObject
 
 
 TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page"}
@@ -48,7 +57,7 @@ UNTRUSTED = (
 )
 
 
-def tool_definitions(settings: Settings) -> list[dict[str, Any]]:
+def tool_definitions(settings: Settings) -> list[ToolDefinition]:
     return [web_search_definition(settings), fetch_page_definition(settings)]
 
 
@@ -61,10 +70,10 @@ def formatted(settings: Settings, tool_format: ToolFormat) -> Any:
         return [openai_responses_function(definition) for definition in definitions]
     if tool_format is ToolFormat.MCP:
         return {"tools": [mcp_tool(definition) for definition in definitions]}
-    return definitions
+    return cast(list[JsonValue], definitions)
 
 
-def openai_function(definition: dict[str, Any]) -> dict[str, Any]:
+def openai_function(definition: ToolDefinition) -> JsonObject:
     return {
         "type": "function",
         "function": {
@@ -75,7 +84,7 @@ def openai_function(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def openai_responses_function(definition: dict[str, Any]) -> dict[str, Any]:
+def openai_responses_function(definition: ToolDefinition) -> JsonObject:
     """The Responses API's function tool: flat, where Chat Completions nests under ``function``."""
     return {
         "type": "function",
@@ -89,7 +98,7 @@ def openai_responses_function(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
+def mcp_tool(definition: ToolDefinition) -> JsonObject:
     title = TITLES[definition["name"]]
     return {
         "name": definition["name"],
@@ -109,7 +118,7 @@ def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def web_search_definition(settings: Settings) -> dict[str, Any]:
+def web_search_definition(settings: Settings) -> ToolDefinition:
     return {
         "name": "web_search",
         "description": (
@@ -141,7 +150,7 @@ def web_search_definition(settings: Settings) -> dict[str, Any]:
     }
 
 
-def fetch_page_definition(settings: Settings) -> dict[str, Any]:
+def fetch_page_definition(settings: Settings) -> ToolDefinition:
     provenance = (
         "You can fetch only URLs this report has already seen: the url of a web_search result, a "
         "link from a page you fetched (see the result's links), or a URL given in the briefing. "
@@ -149,7 +158,17 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
         if settings.url_menu
         else ""
     )
-    definition: dict[str, Any] = {
+    properties = fetch_page_properties(settings)
+    if settings.render is not RenderMode.OFF:
+        properties["render"] = {
+            "type": "boolean",
+            "default": False,
+            "description": (
+                "true to read the page as a browser shows it, after its scripts ran (rendered: "
+                f"true); it costs a fetch and one of the report's {settings.render_budget} renders."
+            ),
+        }
+    return {
         "name": "fetch_page",
         "description": (
             "Fetch one public https page and return its readable text, title, final URL and the "
@@ -175,68 +194,63 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
         ),
         "input_schema": {
             "type": "object",
-            "properties": {
-                "url": {
-                    "type": "string",
-                    "maxLength": MAX_URL_LENGTH,
-                    "description": "An https URL this report has seen.",
-                },
-                "extract": {
-                    "type": "string",
-                    "enum": list(EXTRACT_MODES),
-                    "default": "main",
-                    "description": "'main' for the main content, 'full' for all readable text.",
-                },
-                "format": {
-                    "type": "string",
-                    "enum": ["markdown", "text"],
-                    "default": "markdown",
-                    "description": (
-                        "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
-                        "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
-                        "is plain text."
-                    ),
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_DOCUMENT_CHARS,
-                    "default": 0,
-                    "description": "Where in the whole text to start: a next_offset, or a page offset.",
-                },
-                "max_chars": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": settings.fetch_max_chars,
-                    "default": settings.fetch_max_chars,
-                    "description": "How many characters of text to return at most.",
-                },
-                "find": {
-                    "type": "string",
-                    "minLength": FIND_CHARS[0],
-                    "maxLength": FIND_CHARS[1],
-                    "description": "A phrase to find in the whole document instead of reading a piece.",
-                },
-                "fresh": {
-                    "type": "boolean",
-                    "default": False,
-                    "description": (
-                        "true to fetch the page again now instead of a copy other reports fetched in "
-                        "the last minutes (cached: true); it costs the same."
-                    ),
-                },
-            },
+            "properties": properties,
             "required": ["url"],
             "additionalProperties": False,
         },
     }
-    if settings.render is not RenderMode.OFF:
-        definition["input_schema"]["properties"]["render"] = {
+
+
+def fetch_page_properties(settings: Settings) -> JsonObject:
+    """fetch_page's arguments as the model sees them (``render`` is added when rendering is on)."""
+    return {
+        "url": {
+            "type": "string",
+            "maxLength": MAX_URL_LENGTH,
+            "description": "An https URL this report has seen.",
+        },
+        "extract": {
+            "type": "string",
+            "enum": list(EXTRACT_MODES),
+            "default": "main",
+            "description": "'main' for the main content, 'full' for all readable text.",
+        },
+        "format": {
+            "type": "string",
+            "enum": ["markdown", "text"],
+            "default": "markdown",
+            "description": (
+                "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
+                "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
+                "is plain text."
+            ),
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_DOCUMENT_CHARS,
+            "default": 0,
+            "description": "Where in the whole text to start: a next_offset, or a page offset.",
+        },
+        "max_chars": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": settings.fetch_max_chars,
+            "default": settings.fetch_max_chars,
+            "description": "How many characters of text to return at most.",
+        },
+        "find": {
+            "type": "string",
+            "minLength": FIND_CHARS[0],
+            "maxLength": FIND_CHARS[1],
+            "description": "A phrase to find in the whole document instead of reading a piece.",
+        },
+        "fresh": {
             "type": "boolean",
             "default": False,
             "description": (
-                "true to read the page as a browser shows it, after its scripts ran (rendered: "
-                f"true); it costs a fetch and one of the report's {settings.render_budget} renders."
+                "true to fetch the page again now instead of a copy other reports fetched in "
+                "the last minutes (cached: true); it costs the same."
             ),
-        }
-    return definition
+        },
+    }

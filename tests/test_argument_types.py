@@ -15,9 +15,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from jobs.definitions import tool_definitions
-from worker.arguments import check_call
 from worker.client import ResearchClient
 from worker.config import RenderMode, Settings
+from worker.tool_calls import check_call
 
 SCHEMAS = {d["name"]: d["input_schema"] for d in tool_definitions(Settings(render=RenderMode.ON))}
 VALUES = st.one_of(

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings

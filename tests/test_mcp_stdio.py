@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from jobs.definitions import ToolFormat, formatted
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.output_schemas import output_schema
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings

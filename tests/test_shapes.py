@@ -21,7 +21,7 @@ from openai.types.responses import FunctionTool, FunctionToolParam
 from pydantic import TypeAdapter, ValidationError
 
 from jobs.definitions import ToolFormat, formatted
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fake_openrouter import KEY, FakeOpenRouter, completion, fake_openrouter, url_citation

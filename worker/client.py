@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import threading
@@ -32,7 +33,6 @@ from redis.exceptions import ResponseError
 
 from jobs.facts import about_of
 from worker import embedded
-from worker.arguments import check_call, model_arguments
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
@@ -48,6 +48,8 @@ from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
 from worker.state.result_records import About, ErrorResult, Head, as_json
 from worker.state.results import DONE_TTL_MS, ResultStore
+from worker.tool_calls import MODEL_TOOLS, check_call, model_arguments
+from worker.tracing.context import TRACEPARENT, current_traceparent, parse_traceparent
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
@@ -56,8 +58,6 @@ MAX_BLOCK_S = 30.0
 FRESH_FOR_S = DONE_TTL_MS / 1000 - 5.0
 REMEMBERED_ENQUEUES = 10_000
 
-# The tools a model may call (the arguments only the orchestrator may set: worker.arguments).
-MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -192,13 +192,19 @@ class ResearchClient:
         return self._redis
 
     async def search(
-        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
+        self,
+        report_id: str,
+        query: str,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        org_id: str | None = None,
+        *,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         # The job clamps max_results (jobs/search.py); the client sends what it was given.
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
-        return await self.run(WEB_SEARCH, kwargs)
+        return await self._run(WEB_SEARCH, kwargs, self._new_job_id(), None, trace_parent)
 
     async def fetch(
         self,
@@ -212,10 +218,12 @@ class ResearchClient:
         find: str | None = None,
         format: str | None = None,
         render: bool = False,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``,
         in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
-        take the job's defaults."""
+        take the job's defaults. The job joins the caller's trace: ``trace_parent`` (a W3C
+        traceparent), else the current OpenTelemetry span's, when there is one."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
@@ -223,7 +231,7 @@ class ResearchClient:
             kwargs["render"] = True
         optional = {"offset": offset, "max_chars": max_chars, "find": find, "format": format}
         kwargs.update({name: value for name, value in optional.items() if value is not None})
-        return await self.run(FETCH_PAGE, kwargs)
+        return await self._run(FETCH_PAGE, kwargs, self._new_job_id(), None, trace_parent)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         """Put the briefing's URLs on the report's menu; returns how many were new.
@@ -270,6 +278,7 @@ class ResearchClient:
         org_id: str | None = None,
         wait_s: float | None = None,
         shape: Literal["json"] = "json",
+        trace_parent: str | None = None,
     ) -> str: ...
 
     @overload
@@ -282,6 +291,7 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        trace_parent: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     @overload
@@ -298,6 +308,7 @@ class ResearchClient:
         org_id: str | None = None,
         wait_s: float | None = None,
         shape: str = "json",
+        trace_parent: str | None = None,
     ) -> str | list[dict[str, Any]] | JsonObject:
         """Run a model's tool call as it came and return what to hand back to the model.
 
@@ -320,7 +331,9 @@ class ResearchClient:
             wanted = Shape(shape)
         except ValueError:
             raise ClientError(f"shape must be one of {', '.join(s.value for s in Shape)}") from None
-        result = await self.call_result(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        result = await self.call_result(
+            name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s, trace_parent=trace_parent
+        )
         return anthropic_blocks(result) if wanted is Shape.ANTHROPIC else _json(result)
 
     async def call_result(
@@ -331,6 +344,7 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         """``call`` without the shaping: the result object of a model's tool call."""
         report = parse_report_id(report_id)
@@ -349,7 +363,7 @@ class ResearchClient:
         kwargs = {"report_id": report, **given}
         if org_id is not None:
             kwargs["org_id"] = org_id  # whose search key pays, and whose daily caps are charged
-        return await self._run(name, kwargs, job_id, wait_s)
+        return await self._run(name, kwargs, job_id, wait_s, trace_parent)
 
     async def run(
         self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None
@@ -358,8 +372,15 @@ class ResearchClient:
         return await self._run(function, dict(kwargs), self._new_job_id(), wait_s)
 
     async def _run(
-        self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None
+        self,
+        function: str,
+        kwargs: dict[str, Any],
+        job_id: str,
+        wait_s: float | None,
+        trace_parent: str | None = None,
     ) -> JsonObject:
+        if TRACEPARENT not in kwargs and (parent := _trace_parent(trace_parent)) is not None:
+            kwargs[TRACEPARENT] = parent
         if self.require_worker and not await self.workers_alive():
             raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
@@ -512,7 +533,13 @@ class SyncResearchClient:
         if self._loop is None:
             work.close()
             raise ClientNotOpen("open the client first: `with SyncResearchClient(...) as client:`")
-        future: Future[T] = asyncio.run_coroutine_threadsafe(work, self._loop)
+        # The job runs in the caller's context, so its OpenTelemetry span is the job's parent.
+        caller = contextvars.copy_context()
+
+        async def in_caller_context() -> T:
+            return await asyncio.get_running_loop().create_task(work, context=caller)
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(in_caller_context(), self._loop)
         try:
             return future.result()
         except BaseException:
@@ -528,6 +555,17 @@ class SyncResearchClient:
             thread.join(timeout=5)
         if loop is not None:
             loop.close()
+
+
+def _trace_parent(given: str | None) -> str | None:
+    """The trace a job joins: ``given`` when it is a valid traceparent, else the caller's current
+    OpenTelemetry span's (none where the caller does not trace)."""
+    if given is None:
+        return current_traceparent()
+    parent = parse_traceparent(given)
+    if parent is None:
+        raise ClientError("trace_parent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+    return parent
 
 
 def error_result(

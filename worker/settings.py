@@ -24,7 +24,7 @@ from typing import Any
 import click
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive

@@ -27,12 +27,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from redis.exceptions import RedisError
 
-from worker.arguments import check_call
-from worker.client import MODEL_TOOLS, NoWorkerRunning, ResearchClient
+from worker.client import NoWorkerRunning, ResearchClient
 from worker.limits import FETCH_PAGE
 from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.waiting import no_worker, worker_or_error
 from worker.serialization import JsonObject, dumps
+from worker.tool_calls import MODEL_TOOLS, check_call
 
 PROGRESS_EVERY_S = 2.0
 
