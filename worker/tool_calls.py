@@ -98,14 +98,18 @@ def declared_types() -> dict[str, dict[str, str]]:
     from jobs.facts import tool_definitions
     from worker.config import RenderMode, Settings
 
-    return {
-        definition["name"]: {
-            name: spec["type"]
-            for name, spec in definition["input_schema"]["properties"].items()
-            if isinstance(spec.get("type"), str)
+    found: dict[str, dict[str, str]] = {}
+    for definition in tool_definitions(Settings(render=RenderMode.ON)):
+        schema = definition.get("input_schema")
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            continue
+        found[str(definition["name"])] = {
+            name: kind
+            for name, spec in properties.items()
+            if isinstance(spec, dict) and isinstance(kind := spec.get("type"), str)
         }
-        for definition in tool_definitions(Settings(render=RenderMode.ON))
-    }
+    return found
 
 
 def check_types(tool: str, arguments: Mapping[str, Any]) -> None:
