@@ -33,6 +33,7 @@ from redis.exceptions import ResponseError
 
 from jobs.facts import about_of
 from worker import embedded
+from worker.citations import Verifies
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
@@ -123,7 +124,7 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
-class ResearchClient:
+class ResearchClient(Verifies):
     """``async with ResearchClient() as client: await client.fetch(report_id, url)``.
 
     With no arguments it reads ``REDIS_URL``, ``RESEARCH_QUEUE`` and ``RESEARCH_CLIENT_WAIT_S``
@@ -350,9 +351,7 @@ class ResearchClient:
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
         if not isinstance(name, str) or name not in MODEL_TOOLS:
-            unknown = InvalidRequest(
-                f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
-            )
+            unknown = InvalidRequest(f"there is no tool by that name; the tools are {', '.join(MODEL_TOOLS)}")
             return error_result("unknown", report, job_id, unknown)
         try:
             given = model_arguments(arguments)
@@ -523,6 +522,7 @@ class SyncResearchClient:
     search = _blocking(ResearchClient.search)
     fetch = _blocking(ResearchClient.fetch)
     seed_urls = _blocking(ResearchClient.seed_urls)
+    verify = _blocking(ResearchClient.verify)
     set_domains = _blocking(ResearchClient.set_domains)
     call = _blocking(ResearchClient.call)
     run = _blocking(ResearchClient.run)

@@ -18,12 +18,12 @@ from typing import Any, Final
 import orjson
 
 from worker.errors import InvalidRequest
-from worker.limits import FETCH_PAGE, WEB_SEARCH
+from worker.limits import CITE, FETCH_PAGE, WEB_SEARCH
 from worker.tracing.context import TRACEPARENT
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
 # names a report or an organization is trying to spend someone else's budget.
-MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
+MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH, CITE)
 ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id", TRACEPARENT})
 # Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
 # before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.

@@ -37,6 +37,7 @@ class Readable:
     blocks: Sequence[Block] | None = None  # HTML: the chosen blocks
     targets: Mapping[int, str] = field(default_factory=dict)  # HTML: link -> canonical URL
     pages: Sequence[str] | None = None  # PDFs: each page's text, in order, empty ones included
+    markdown: str | None = None  # office documents: the Markdown their reader wrote
 
 
 def whole_text(readable: Readable, fmt: str) -> str:
@@ -47,6 +48,8 @@ def whole_text(readable: Readable, fmt: str) -> str:
         return markdown.render(readable.blocks, readable.targets)
     if readable.pages is not None:
         return pdf_markdown(readable.pages)
+    if readable.markdown is not None:
+        return readable.markdown
     return fenced(readable.plain)
 
 
