@@ -163,7 +163,7 @@ async def build_document(
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
     await asyncio.sleep(0)
     resolver = await _harvest(reduction.hrefs, reduction.base_href, url)
-    readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical)
+    readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical, resolver.links)
     whole = await whole_text_paced(readable, format, budget)
     cut = cut_text(whole, max_chars)
     metadata, invisible = await html_metadata(reduction, url, content_language, budget)
