@@ -181,8 +181,7 @@ class Budgets:
         limit = self._limits[tool]
         # The script remembers one charge per marker; a render is a second charge of the same job
         # (its fetch is the first), so it is remembered under a marker of its own.
-<<<<<<< HEAD
-        marker = job_id if tool is not Tool.RENDER else f"{job_id}:{tool.value}"
+        marker = job_id if tool is not Tool.RENDER else render_marker(job_id)
         counted = org is not None and tool.value in ORG_TOOLS
         org_limit = self._org_limits.get(tool) if counted else None
         script_keys = [keys.budget(report_id)]
@@ -205,15 +204,6 @@ class Budgets:
         counted = [Tool(name) for name in ORG_TOOLS]
         raw = await self._redis.hmget(keys.org_day(org_id, day), [t.value for t in counted])  # type: ignore[misc]
         return {tool: (int(n or 0), self._org_limits.get(tool)) for tool, n in zip(counted, raw, strict=True)}
-=======
-        marker = job_id if tool is not Tool.RENDER else render_marker(job_id)
-        args = [tool.value, limit, self._window_s, marker]
-        raw = await relieving(
-            self._redis, self._queue, lambda: self._script(keys=[keys.budget(report_id)], args=args)
-        )
-        allowed, used, again = cast(list[int], raw)
-        return Charge(bool(allowed), int(used), limit, bool(again))
->>>>>>> main
 
     async def refund(self, report_id: str, job_id: str) -> int:
         """Give back the job's charges (its own and its render's); how many were given back."""
