@@ -86,4 +86,5 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         pages_read=pages_read if document.pages is not None else None,
         metadata=document.metadata,
         script_shell=document.script_shell,
+        documents=tuple(document.documents),
     )

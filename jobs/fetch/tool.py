@@ -208,8 +208,9 @@ class FetchPageTool(PageJob):
         page = first.page
         if first.cached and page.archive_record is not None:
             parts.archive.cite(job.report_id, page.archive_record)  # the original fetch's record
-        if page.links:
-            await job.runtime.menu.record(job.report_id, page.links, already_canonical=True)
+        if page.links or page.documents:
+            # The documents it embeds join the menu with its links: the agent may fetch them next.
+            await job.runtime.menu.record(job.report_id, page.links + page.documents, already_canonical=True)
         text = await answer(
             first.source,
             request.format,
@@ -332,6 +333,7 @@ class FetchPageTool(PageJob):
             sha256=sha256,
             archive_record=await receipt.stored(),
         )
+        page = replace(page, documents=admissible(page.documents, parts.fetcher.policy))
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
@@ -343,6 +345,20 @@ class FetchPageTool(PageJob):
         if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
         return self._parts
+
+
+def admissible(documents: tuple[str, ...], policy: AddressPolicy) -> tuple[str, ...]:
+    """The embedded documents the guardian could fetch: an IP literal its policy refuses (a
+    private, loopback or metadata address) is never offered, nor put on the menu. A name is
+    judged when it is fetched, as every link's is."""
+    kept = []
+    for url in documents:
+        try:
+            check_address(parse_https_url(url), policy)
+        except GuardianRefusal:
+            continue
+        kept.append(url)
+    return tuple(kept)
 
 
 def _rendered(page: Page, fmt: str) -> _First:

@@ -30,6 +30,7 @@ from jobs.reader.cpu_budget import SLICE_S, CpuBudget
 from jobs.reader.formats import TEXT, Readable, html_readable, whole_text, whole_text_paced
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
+from jobs.reader.embedded import embedded_documents
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import select_full, select_main
 from jobs.reader.metadata.page import html_metadata
@@ -65,6 +66,7 @@ class Document:
     readable: Readable = field(default=Readable(""), compare=False, repr=False)
     script_shell: bool = False  # HTML: nearly no text, and the markup of an app built by its scripts
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
+    documents: list[str] = field(default_factory=list)  # HTML: the PDFs it embeds (jobs.reader.embedded)
 
 
 def render_whole(document: Document, fmt: str) -> str:
@@ -158,6 +160,7 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
+        documents=embedded_documents(reduction.embeds, reduction.base_href, url),
         script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
     )
 

@@ -50,6 +50,10 @@ CLOSERS = (
 RAW_TEXT = el.RCDATA | el.RAWTEXT | {"script", "plaintext"}
 HINTED = el.BLOCK | el.CELLS | {"span", "section"}
 MAX_HREFS = 5000
+# A page of thousands of embeds is read for its first few: each costs a URL parse later.
+MAX_EMBEDS = 100
+# Elements that embed a document, and the attribute that names it.
+EMBEDDING = {"iframe": "src", "embed": "src", "object": "data"}
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Reduction:
     complete: bool  # False when stopped early: the CPU budget, or the block cap
     declarations: Declarations  # what the page declares about itself, for its metadata
     shell: ShellSignals = field(default_factory=ShellSignals)  # the app-shell signals of the markup
+    # The raw (URL, type) of each visible iframe, embed or object, in page order (jobs.reader.embedded).
+    embeds: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Reducer:
@@ -87,6 +93,7 @@ class Reducer:
         self._complete = False
         self._declarations = Declarations()
         self._shell = ShellSignals()
+        self._embeds: list[tuple[str, str]] = []
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -144,6 +151,7 @@ class Reducer:
             complete=self._complete,
             declarations=self._declarations,
             shell=self._shell,
+            embeds=self._embeds,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
@@ -160,6 +168,8 @@ class Reducer:
             and foreign.start(name, attrs, self_closing)
         ):
             return
+        if name in EMBEDDING:
+            self._embed(name, attrs)
         if name in el.VOID:
             self._void(name, attrs)
             return
@@ -259,6 +269,17 @@ class Reducer:
                 self._add_href(href)
         elif name == "base" and self._base_href is None and "href" in attrs:
             self._base_href = attrs["href"]
+
+    def _embed(self, name: str, attrs: dict[str, str]) -> None:
+        """Note what a shown iframe, embed or object embeds (its fallback content is never read)."""
+        url = attrs.get(EMBEDDING[name])
+        if (
+            url
+            and len(self._embeds) < MAX_EMBEDS
+            and not self._stack.bits & (HIDDEN | DROP)
+            and not hiding_bits(name, attrs)
+        ):
+            self._embeds.append((url, attrs.get("type", "")))
 
     def _add_href(self, href: str) -> None:
         if href not in self._href_ids and len(self._hrefs) < MAX_HREFS:

@@ -109,6 +109,9 @@ class Page:
     archive_record: str | None = field(default=None, metadata={READ: _record_id})
     rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
     script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
+    # Documents the page embeds as its content (a PDF in an iframe, embed or object, a PDF viewer's
+    # file=): canonical https URLs, each put on the report's menu (jobs.reader.embedded).
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
