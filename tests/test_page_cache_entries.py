@@ -157,6 +157,7 @@ SHAPES = {
     "archive_record": lambda v: v is None or parse_record_id(v) is not None,
     "rendered": lambda v: isinstance(v, bool),
     "script_shell": lambda v: isinstance(v, bool),
+    "documents": lambda v: isinstance(v, list) and all(isinstance(u, str) for u in v),
 }
 
 

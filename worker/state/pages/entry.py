@@ -262,7 +262,8 @@ def _reader(hint: object) -> Callable[[object], object]:
 
 
 def _read_record(cls: type, value: object) -> object:
-    record = read_declared(cls, value, complete=True) if isinstance(value, dict) else None
+    # A nested record may leave out its WHEN_SET fields (a match's page); every other is there.
+    record = read_declared(cls, value, complete=False) if isinstance(value, dict) else None
     return BAD if record is None else record
 
 
