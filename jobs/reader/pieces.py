@@ -62,7 +62,7 @@ def boundary(whole: str, start: int, end: int) -> int:
     floor = max(start + 1, end - (end - start) // BOUNDARY_SHARE)
     if floor >= end:
         return end
-    if (at := whole.rfind("\n\n", floor - 2, end)) >= 0 and at + 2 >= floor:
+    if (at := whole.rfind("\n\n", max(start, floor - 2), end)) >= 0 and at + 2 >= floor:
         return at + 2
     last = None
     for last in _SENTENCE_END.finditer(whole, floor - 1, end):  # noqa: B007  # the last one
