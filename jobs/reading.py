@@ -120,8 +120,8 @@ async def answer(
     if settle is not None and length < granted:
         await settle(length)
     next_offset = offset + length if offset + length < total else None
-    cut = granted < wanted
-    return TextPiece(name, text[:length], offset, total, next_offset, page_offsets, None, True if cut else None)
+    cut = True if granted < wanted else None
+    return TextPiece(name, text[:length], offset, total, next_offset, page_offsets, None, cut)
 
 
 def _page_of(offset: int, page_offsets: tuple[int, ...] | None, total: int) -> int | None:

@@ -61,7 +61,7 @@ async def test_find_in_the_default_markdown_finds_what_a_reader_sees_at_offsets_
         assert whole["text"][match["offset"] :].startswith(written), (seen, match)
         assert "page" not in match
         [plain] = in_text[seen]["matches"]
-        assert in_text[seen]["format"] == "text"
+        assert in_text[seen]["format"] == "text" and seen in plain["snippet"]
     [match] = in_pdf["matches"]
     assert match["page"] == 2
     assert first["page_offsets"][1] <= match["offset"]
@@ -136,7 +136,12 @@ async def test_thousands_of_embeds_give_a_bounded_list(
 
 
 async def test_a_kept_document_shed_between_its_lookup_and_its_read_is_served_again_not_an_error(
-    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    ca: TestCA,
+    token: str,
+    report: str,
+    redis: aioredis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     requests: list[str] = []
 

@@ -7,6 +7,7 @@ continuations must reach it never, and cost no fetch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -157,14 +158,15 @@ async def test_the_read_budget_ends_a_report_that_reads_too_much_charging_exactl
         first = await client.fetch(report, s.pdf_url, extract="full")
         pieces = [await client.fetch(report, s.pdf_url, extract="full", offset=40_000)]
         while pieces[-1]["ok"] and len(pieces) < 20:
-            pieces.append(await client.fetch(report, s.pdf_url, extract="full", offset=pieces[-1]["next_offset"]))
+            onward = pieces[-1]["next_offset"]
+            pieces.append(await client.fetch(report, s.pdf_url, extract="full", offset=onward))
         used = int(await redis.hget(keys.budget(report), "read_chars") or 0)
     *read, refused = pieces
     # A whole piece first; then what the budget has left, each cut by it and saying so, each ending
     # at a boundary (so a little short of its grant, which is given back), until nothing is left.
     assert len(read[0]["text"]) > 36_000 and "read_budget_cut" not in read[0]
     assert all(p["read_budget_cut"] is True for p in read[1:]) and len(read) >= 2
-    assert all(p["offset"] == q["next_offset"] for q, p in zip(read, read[1:], strict=False))
+    assert all(p["offset"] == q["next_offset"] for q, p in itertools.pairwise(read))
     assert sum(len(p["text"]) for p in read) == used == 50_000
     assert first["ok"] is True
     assert refused["ok"] is False

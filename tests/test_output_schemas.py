@@ -152,7 +152,7 @@ async def test_real_results_of_every_shape_validate_and_name_no_field_the_schema
         return web.Response(status=404, text="no")
 
     async def viewer(request: web.Request) -> web.Response:
-        body = '<html><body><main><p>The annual report.</p><iframe src="/doc.pdf"></iframe></main></body></html>'
+        body = '<html><body><main><p>The report.</p><iframe src="/doc.pdf"></iframe></main></body></html>'
         return web.Response(text=body, content_type="text/html")
 
     routes = {"/article": article, "/doc.pdf": pdf, "/gone": gone, "/viewer": viewer}

@@ -175,7 +175,8 @@ class FetchPageTool(PageJob):
                 await parts.robots.check(target, job.deadline - DEADLINE_MARGIN_S)
             await job.charge(Tool.FETCH)
             for attempt in range(READ_TRIES):
-                first = await self._serve(job, parts, request, target, domains, fresh=refetched or attempt > 0)
+                again = refetched or attempt > 0
+                first = await self._serve(job, parts, request, target, domains, fresh=again)
                 # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
                 final_url = first.page.final_url
                 require_domain(domains, target if final_url == target.url else parse_https_url(final_url))

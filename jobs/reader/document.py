@@ -27,10 +27,10 @@ from jobs.reader.content_types import (
     sniff,
 )
 from jobs.reader.cpu_budget import SLICE_S, CpuBudget
+from jobs.reader.embedded import embedded_documents
 from jobs.reader.formats import TEXT, Readable, html_readable, whole_text, whole_text_paced
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
-from jobs.reader.embedded import embedded_documents
 from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import select_full, select_main
 from jobs.reader.metadata.page import html_metadata

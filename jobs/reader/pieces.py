@@ -4,7 +4,7 @@ A piece is the characters ``[offset, next_offset)`` of the whole text (character
 points, as Python and JSON count them), so the pieces joined in order are the whole. A piece that
 stops short of the whole ends at a paragraph break, a sentence's end or a word boundary when one
 lies in its last tenth (in that order of preference), so no piece ends mid-word when it need not.
-It may also end a little before ``max_chars`` so it never ends between a letter and its combining marks, inside
+It may also end a little earlier so it never ends between a letter and its combining marks, inside
 a Markdown escape (a backslash whose escaped character would start the next piece), or between the
 two halves of a lone surrogate pair; ``next_offset`` says where the next piece starts.
 
