@@ -61,8 +61,8 @@ def type_schema(hint: object, *, nullable: bool = True) -> JsonObject:
         properties = record_properties(hint)
         # A field left out while it is unset (WHEN_SET) is not required.
         optional = {f.name for f in dataclasses.fields(hint) if f.metadata.get(WHEN_SET)}
-        required: list[JsonValue] = [name for name in properties if name not in optional]
-        return {"type": "object", "required": required, "properties": properties}
+        needs: list[JsonValue] = [name for name in properties if name not in optional]
+        return {"type": "object", "required": needs, "properties": properties}
     if is_typeddict(hint):
         hints = get_type_hints(hint)
         properties = {name: type_schema(of) for name, of in hints.items()}

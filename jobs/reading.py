@@ -98,7 +98,7 @@ async def answer(
         whole = await source.text(name, 0, total)
         # Folding a few MB takes tens of ms: off the event loop (str.split releases it often enough).
         found = await asyncio.to_thread(find, whole, needle, markdown=name == MARKDOWN)
-        matches, cut = await _granted_matches(found, grant, settle)
+        matches, short = await _granted_matches(found, grant, settle)
         return TextPiece(
             name,
             "",
@@ -107,7 +107,7 @@ async def answer(
             None,
             page_offsets,
             tuple(FoundMatch(m.offset, m.snippet, _page_of(m.offset, page_offsets, total)) for m in matches),
-            True if cut else None,
+            True if short else None,
         )
     if offset > total:
         raise InvalidRequest(f"offset {offset:,} is past the end of the document ({total:,} characters)")
@@ -120,8 +120,8 @@ async def answer(
     if settle is not None and length < granted:
         await settle(length)
     next_offset = offset + length if offset + length < total else None
-    cut = True if granted < wanted else None
-    return TextPiece(name, text[:length], offset, total, next_offset, page_offsets, None, cut)
+    budget_cut = True if granted < wanted else None
+    return TextPiece(name, text[:length], offset, total, next_offset, page_offsets, None, budget_cut)
 
 
 def _page_of(offset: int, page_offsets: tuple[int, ...] | None, total: int) -> int | None:
