@@ -29,6 +29,9 @@ from worker.limits import (
 )
 from worker.serialization import JsonObject, JsonValue
 
+# The cite tool's quote bound (jobs/cite/check.py says the same; the job refuses a longer one).
+MAX_QUOTE_CHARS = 10_000
+
 
 class ToolFormat(StrEnum):
     """The agent frameworks whose tool shapes ``research-worker tools --format`` prints."""
@@ -47,7 +50,9 @@ class ToolDefinition(TypedDict):
     input_schema: JsonObject
 
 
-TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page"}
+TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page", "cite": "Check a quote"}
+# Tools that read only what the report already fetched: no open world behind them.
+CLOSED_WORLD = frozenset({"cite"})
 
 RENDER_HINT = "; fetch it again with render: true to read it as a browser shows it"
 UNTRUSTED = (
@@ -58,7 +63,7 @@ UNTRUSTED = (
 
 
 def tool_definitions(settings: Settings) -> list[ToolDefinition]:
-    return [web_search_definition(settings), fetch_page_definition(settings)]
+    return [web_search_definition(settings), fetch_page_definition(settings), cite_definition()]
 
 
 def formatted(settings: Settings, tool_format: ToolFormat) -> Any:
@@ -106,14 +111,14 @@ def mcp_tool(definition: ToolDefinition) -> JsonObject:
         "description": definition["description"],
         "inputSchema": definition["input_schema"],
         "outputSchema": output_schema(definition["name"]),
-        # Hints for the client deciding whether to ask a person first: both tools only read the
-        # web (the budgets they spend are the worker's own bookkeeping), change nothing there,
-        # and reach an open world of third-party sites.
+        # Hints for the client deciding whether to ask a person first: every tool only reads
+        # (the budgets they spend are the worker's own bookkeeping) and changes nothing; search
+        # and fetch reach an open world of third-party sites, cite only what was fetched.
         "annotations": {
             "title": title,
             "readOnlyHint": True,
             "destructiveHint": False,
-            "openWorldHint": True,
+            "openWorldHint": definition["name"] not in CLOSED_WORLD,
         },
     }
 
@@ -252,5 +257,41 @@ def fetch_page_properties(settings: Settings) -> JsonObject:
                 "true to fetch the page again now instead of a copy other reports fetched in "
                 "the last minutes (cached: true); it costs the same."
             ),
+        },
+    }
+
+
+def cite_definition() -> ToolDefinition:
+    return {
+        "name": "cite",
+        "description": (
+            "Check a quote against the page this report fetched before you write it: is it really "
+            "on the page at url, and where. It fetches nothing and costs nothing. status is "
+            "'verified' (the page's own characters, spacing aside), 'approximate' (the same words "
+            "and numbers, but case, quotation marks, dashes, Unicode forms or a word broken across "
+            "lines differ: copy matched_text to quote exactly), 'not_found' (the page does not say "
+            "this: do not quote it; a changed word or number is never found) or 'not_fetched' "
+            "(fetch the page first). Mark omitted text with '...': the parts must appear in order, "
+            "each within 2,000 characters of the one before. A found quote comes with offset and "
+            "length in the page's text (format says which), page for a PDF, matched_text and "
+            f"context; cite the page with them. {UNTRUSTED}"
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "url": {
+                    "type": "string",
+                    "maxLength": MAX_URL_LENGTH,
+                    "description": "The URL you fetched the page from (as you passed it to fetch_page).",
+                },
+                "quote": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUOTE_CHARS,
+                    "description": "The words you mean to quote, as you will write them.",
+                },
+            },
+            "required": ["url", "quote"],
+            "additionalProperties": False,
         },
     }

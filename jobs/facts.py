@@ -16,7 +16,7 @@ from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.output_schemas import output_schema
 from worker.errors import DestinationBlocked, SchemeNotAllowed
 from worker.guardian.urls import Target, parse_https_url
-from worker.limits import FETCH_PAGE, MAX_QUERY_CHARS, MAX_URL_LENGTH, WEB_SEARCH
+from worker.limits import CITE, FETCH_PAGE, MAX_QUERY_CHARS, MAX_URL_LENGTH, WEB_SEARCH
 from worker.state.result_records import About
 
 __all__ = [
@@ -62,6 +62,7 @@ def query_about(arguments: Mapping[str, Any]) -> About | None:
 ABOUT: Mapping[str, Callable[[Mapping[str, Any]], About | None]] = {
     FETCH_PAGE: url_about,
     WEB_SEARCH: query_about,
+    CITE: url_about,
 }
 
 

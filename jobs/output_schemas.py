@@ -14,15 +14,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from typing import Final, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Final, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
-from worker.limits import FETCH_PAGE, WEB_SEARCH
+from worker.limits import CITE, FETCH_PAGE, WEB_SEARCH
 from worker.serialization import JsonObject, JsonValue
 from worker.state.pages.entry import CACHE_ONLY, WHEN_SET, Page
 from worker.state.result_records import (
     HEAD,
     PAGE_DERIVED,
     SEARCH_DERIVED,
+    CitationCheck,
     ErrorResult,
     FetchFields,
     Head,
@@ -33,7 +34,11 @@ from worker.state.result_records import (
 JSON_TYPES: Final = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 # Only what every ok result has (a fetch's continuations and passages included) is required: a
 # client that validates refuses the whole result when a required field is missing.
-REQUIRED: Final = {FETCH_PAGE: ("url", "text"), WEB_SEARCH: ("query", "results")}
+REQUIRED: Final = {
+    FETCH_PAGE: ("url", "text"),
+    WEB_SEARCH: ("query", "results"),
+    CITE: ("url", "quote", "status"),
+}
 # A search's wire fields (``SearchFields.asked`` only says whether the archive's are written).
 SEARCH_FIELDS: Final = ("query", "provider", "results", "archive_record")
 
@@ -132,6 +137,12 @@ def web_search_ok() -> JsonObject:
 
 
 @functools.cache
+def cite_ok() -> JsonObject:
+    properties = cast(JsonObject, type_schema(CitationCheck)["properties"])
+    return ok_schema(CITE, {**head(CITE), **properties})
+
+
+@functools.cache
 def error_result() -> JsonObject:
     needed: list[JsonValue] = ["kind", "message"]
     error: JsonObject = {
@@ -152,6 +163,6 @@ def error_result() -> JsonObject:
 
 def output_schema(tool: str) -> JsonObject:
     """The schema of everything ``tool`` returns: its ok result or an error result."""
-    ok = {WEB_SEARCH: web_search_ok, FETCH_PAGE: fetch_page_ok}[tool]()
+    ok = {WEB_SEARCH: web_search_ok, FETCH_PAGE: fetch_page_ok, CITE: cite_ok}[tool]()
     # MCP wants an object schema at the top; the two branches are told apart by ``ok``.
     return {"type": "object", "oneOf": [ok, error_result()]}

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("worker", "jobs")
 COMPOSITION_ROOTS = frozenset({"worker.settings"})
-TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions", "jobs.render")
+TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions", "jobs.render", "jobs.cite")
 # The tools' light facts (names, what a call is about, definitions, output schemas): the faces
 # (client, MCP server, command line) read them here, never from the composition root.
 LIGHT_FACTS = frozenset({"jobs.facts"})
@@ -38,6 +38,7 @@ TOOL_BODIES = (
     "jobs.render",
     "jobs.decoding",
     "jobs.robots",
+    "jobs.cite",
 )
 MAX_MODULE_LINES = 600
 # Each row may import itself and the rows above it. A name stands for the module or the package.
@@ -67,10 +68,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jobs.fetch.request", "jobs.fetch.hops"),
     ("jobs.fetch.network", "jobs.fetch.page"),
     ("jobs.fetch.handoff",),
-    ("jobs.fetch", "jobs.search"),
+    ("jobs.fetch", "jobs.search", "jobs.cite"),
     ("jobs.render",),  # the render worker's tool: a fetch read in a browser
     ("worker.settings",),
-    ("worker.client", "worker.shapes", "worker.mcp", "worker.dashboard", "worker.cli"),
+    (
+        "worker.client",
+        "worker.tool_calls",
+        "worker.citations",
+        "worker.shapes",
+        "worker.mcp",
+        "worker.dashboard",
+        "worker.cli",
+    ),
 )
 MAX_MODULES_PER_PACKAGE = 15
 

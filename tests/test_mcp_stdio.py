@@ -215,7 +215,7 @@ async def test_malformed_huge_and_out_of_order_messages_get_errors_and_the_sessi
     assert by_id["nope"]["error"]["code"] == -32601
     huge = by_id["huge"]["result"]
     assert huge["isError"] is True and huge["structuredContent"]["error"]["kind"] == "invalid_request"
-    assert [t["name"] for t in by_id["list"]["result"]["tools"]] == ["web_search", "fetch_page"]
+    assert [t["name"] for t in by_id["list"]["result"]["tools"]] == ["web_search", "fetch_page", "cite"]
     assert await redis.zcard(settings.queue_name) == 0  # nothing reached the queue
     # Started without --report, the server made a report of its own and said which.
     report = huge["structuredContent"]["report_id"]

@@ -99,7 +99,7 @@ def test_what_is_not_a_result_of_the_tool_is_refused(tool: str, value: dict[str,
     assert not valid(tool, value)
 
 
-@pytest.mark.parametrize("tool", ["web_search", "fetch_page"])
+@pytest.mark.parametrize("tool", ["web_search", "fetch_page", "cite"])
 def test_each_output_schema_is_valid_json_schema_with_an_object_at_the_top(tool: str) -> None:
     schema = output_schema(tool)
     jsonschema.Draft202012Validator.check_schema(schema)

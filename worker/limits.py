@@ -22,3 +22,6 @@ DEFAULT_EXTRACT = EXTRACT_MODES[0]
 # The tools' job names (jobs/fetch/ and jobs/search.py take theirs from here).
 FETCH_PAGE = "fetch_page"
 WEB_SEARCH = "web_search"
+# Citations (jobs/cite): the agent's tool, and the job that checks a dossier.
+CITE = "cite"
+VERIFY_CITATIONS = "verify_citations"

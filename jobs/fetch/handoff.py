@@ -23,6 +23,8 @@ from worker.state.pages.entry import Page
 from worker.state.queue import Enqueuer
 from worker.state.result_records import RENDER_PAGE, ErrorResult, FetchFields
 from worker.state.results import ResultStore
+from worker.tracing.context import TRACEPARENT
+from worker.tracing.phases import RENDER, phase
 
 if TYPE_CHECKING:
     from worker.guardian.urls import Target
@@ -59,9 +61,12 @@ async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: s
         "format": fmt,
         "deadline_at": time.time() + left,
     }
-    await Enqueuer(runtime.redis, queue, runtime.clock).enqueue(RENDER_JOB, render_id, kwargs)
-    store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
-    result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
+    if job.traceparent is not None:
+        kwargs[TRACEPARENT] = job.traceparent  # the render job's span is a child of this job's
+    with phase(RENDER):
+        await Enqueuer(runtime.redis, queue, runtime.clock).enqueue(RENDER_JOB, render_id, kwargs)
+        store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
+        result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
     if result is None:
         raise Timeout(f"the render of {target.host} did not finish within the fetch's time")
     if isinstance(result, ErrorResult):

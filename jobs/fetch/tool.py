@@ -56,6 +56,7 @@ from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.result_records import FetchFields
+from worker.tracing.phases import ARCHIVE, MENU_AND_BUDGET, REDUCE, phase
 
 log = logging.getLogger("research.fetch")
 
@@ -197,8 +198,9 @@ class FetchPageTool(PageJob):
         """The checks that need no network: the URL (parsed once for the job, its IP literal
         judged), the report's menu and the deployment's domain lists, narrowed for the report."""
         target = check_address(parsed_url(request.url), parts.fetcher.policy)
-        await require_on_menu(job.runtime.menu, job.report_id, target)
-        domains = await parts.domains.policy(job.report_id)
+        with phase(MENU_AND_BUDGET):
+            await require_on_menu(job.runtime.menu, job.report_id, target)
+            domains = await parts.domains.policy(job.report_id)
         require_domain(domains, target)
         return target, domains
 
@@ -321,18 +323,22 @@ class FetchPageTool(PageJob):
         receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
         sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
-        document = await reduce(job, fetched, extract=request.extract, fmt=request.format, until=until)
+        with phase(REDUCE):
+            document = await reduce(job, fetched, extract=request.extract, fmt=request.format, until=until)
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
             log.info(
                 "dropped links the URL parser could not read",
                 extra=fields(job_id=job.job_id, host=target.host, count=document.unresolved_links),
             )
-        whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
+        with phase(REDUCE):
+            whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
+        with phase(ARCHIVE):
+            archive_record = await receipt.stored()
         page = replace(
             page_of(target, fetched, document, job.settings.fetch_max_chars),
             sha256=sha256,
-            archive_record=await receipt.stored(),
+            archive_record=archive_record,
         )
         page = replace(page, documents=admissible(page.documents, parts.fetcher.policy))
         keeping = await parts.documents.prepare(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import Final, TypedDict, cast
+from typing import Final, NotRequired, TypedDict, cast
 
 from worker.errors import ErrorKind, ResearchError
 from worker.limits import FETCH_PAGE, WEB_SEARCH
@@ -43,6 +43,33 @@ class Citation(TypedDict):
     title: str
     url: str
     snippet: str
+
+
+class CitedPart(TypedDict):
+    offset: int
+    length: int
+
+
+class CitationCheck(TypedDict):
+    """A quote checked against what a report fetched: a ``cite`` result's fields, and each of a
+    ``verify``'s citations (docs/citations.md). The fields after ``status`` when it was found."""
+
+    url: str
+    quote: str
+    status: str  # "verified", "approximate", "not_found" or "not_fetched"
+    offset: NotRequired[int]
+    length: NotRequired[int]
+    page: NotRequired[int]
+    matched_text: NotRequired[str]
+    context: NotRequired[str]
+    sha256: NotRequired[str | None]
+    archive_record: NotRequired[str | None]
+    fetched_at: NotRequired[str | None]
+    format: NotRequired[str]
+    extract: NotRequired[str]
+    source: NotRequired[str]  # "kept" or "archive"
+    parts: NotRequired[list[CitedPart]]  # an elided quote's parts
+    note: NotRequired[str]  # a not_found whose text is gone from the kept documents and the archive
 
 
 class About(TypedDict, total=False):
