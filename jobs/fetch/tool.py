@@ -209,6 +209,8 @@ class FetchPageTool(PageJob):
     ) -> FetchFields:
         """The piece (or the matches) asked for, from the page served; its links join the menu."""
         page = first.page
+        if page.documents:  # a render's too, which no fetch of this worker judged
+            page = replace(page, documents=admissible(page.documents, parts.fetcher.policy))
         if first.cached and page.archive_record is not None:
             parts.archive.cite(job.report_id, page.archive_record)  # the original fetch's record
         if page.links or page.documents:
@@ -340,7 +342,6 @@ class FetchPageTool(PageJob):
             sha256=sha256,
             archive_record=archive_record,
         )
-        page = replace(page, documents=admissible(page.documents, parts.fetcher.policy))
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
