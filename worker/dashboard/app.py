@@ -221,6 +221,19 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
         }
         return page(request, "job.html", context)
 
+    async def screenshot(request: web.Request) -> web.Response:
+        """A rendered job's screenshot, read from the evidence archive (``worker.archive``)."""
+        try:
+            detail = await dashboard.job(request.match_info["job_id"])
+        except Unavailable:
+            raise web.HTTPServiceUnavailable(text="Redis cannot be read\n") from None
+        if detail is None or detail.screenshot_record is None:
+            raise web.HTTPNotFound(text="this job has no screenshot\n")
+        png = await read_screenshot(settings, detail.screenshot_record)
+        if png is None:
+            raise web.HTTPNotFound(text="the screenshot is not in the archive (off, gone, or unreadable)\n")
+        return web.Response(body=png, content_type="image/png")
+
     async def state(request: web.Request) -> web.Response:
         try:
             filters = Filters.parse(request.query)
@@ -252,6 +265,7 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
     templating.setup(app)
     app.router.add_get("/", index)
     app.router.add_get("/job/{job_id:[^/]+}", job_page)
+    app.router.add_get("/job/{job_id:[^/]+}/screenshot.png", screenshot)
     app.router.add_get("/api/state", state)
     app.router.add_get("/dashboard.css", stylesheet)
     app.router.add_get("/favicon.svg", favicon)
@@ -259,6 +273,19 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
     app.on_response_prepare.append(add_security_headers)
     app.on_cleanup.append(close)
     return app
+
+
+async def read_screenshot(settings: Settings, record: str) -> bytes | None:
+    from worker.archive.screenshots import screenshot_png
+    from worker.archive.service import open_store
+
+    store = open_store(settings.archive, settings.archive_endpoint)
+    if store is None:
+        return None
+    try:
+        return await screenshot_png(store, record)
+    finally:
+        await store.close()
 
 
 def _json(value: Any) -> str:
