@@ -187,3 +187,22 @@ def test_the_default_archive_is_a_folder_in_the_user_s_data_directory() -> None:
         "/data/research-worker/archive"
     )
     assert Settings.from_env({"HOME": "/home/u", "RESEARCH_ARCHIVE": "off"}).archive is None
+
+
+# The revisit's digest with its values written out (SHA-1 in base32, computed once by hand with
+# hashlib, not by the code under test): a body one character apart has another digest.
+@pytest.mark.parametrize(
+    ("body", "digest"),
+    [
+        (b"<html><body>The same page, twice.</body></html>" * 40, "sha1:X2T2QB2OBE7PHR7BFESFYQSP5GVS2IUU"),
+        (b"<html><body>The same page, twice!</body></html>" * 40, "sha1:PKJI6NWRBEWLR4VFHU65OPALUFIX25M2"),
+        (b"hello world", "sha1:FKXGYNOJJ7H3IFO35FPUBC445EPOQRXN"),
+    ],
+)
+def test_a_revisit_s_digest_is_the_sha1_of_its_body(body: bytes, digest: str) -> None:
+    original = Original(new_record_id(), "https://example.org/first", "2026-01-01T00:00:00.000000Z")
+    data = fetch_file(capture_of([("Content-Type", b"text/html")], body), new_record_id(), STAMP, original)
+    record = next(r for r in ArchiveIterator(io.BytesIO(data)) if r.rec_type == "revisit")
+    assert record.rec_type == "revisit"
+    assert record.rec_headers.get_header("WARC-Payload-Digest") == digest
+    assert payload_digest(body) == digest  # the writer's deduplication key is the same value

@@ -7,6 +7,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.archive.masking import SecretMask
 from worker.archive.store import Store
 from worker.archive.writer import Archive
 from worker.config import ArchiveBucket, ArchiveDirectory, ArchiveTarget
@@ -44,6 +45,7 @@ def open_archive(settings: Settings, redis: Redis, metrics: Metrics) -> Archive:
         days=settings.archive_days,
         window_s=settings.budget_window_s,
         info=warcinfo_fields(settings),
+        secrets=SecretMask.from_settings(settings),
     )
 
 

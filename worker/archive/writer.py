@@ -45,6 +45,7 @@ from worker.archive import journal
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.index import ReportIndex
+from worker.archive.masking import SecretMask, masked, masked_search
 from worker.archive.records import (
     Original,
     Stamp,
@@ -174,8 +175,10 @@ class Archive:
         window_s: int,
         dedup: bool = True,  # off only to measure what deduplication saves (bench/archive.py)
         info: Mapping[str, str] | None = None,  # the warcinfo fields every file opens with
+        secrets: SecretMask | None = None,  # masked in every record (worker.archive.masking)
     ) -> None:
         self.store = store
+        self._secrets = secrets if secrets is not None and not secrets.empty else None
         self._dedup = dedup
         self._redis = redis
         self._metrics = metrics
@@ -431,6 +434,8 @@ class Archive:
         self._last_failure = reason
 
     async def _store_fetch(self, store: Store, item: _Item, capture: Capture) -> None:
+        if self._secrets is not None:
+            capture = await asyncio.to_thread(self._secrets.capture, capture)
         final = capture.final
         body = final.body() if final is not None else b""
         original: Original | None = None
@@ -446,7 +451,7 @@ class Archive:
             data = await asyncio.to_thread(fetch_file, capture, item.record, stamp, original)
         else:
             data = await asyncio.to_thread(
-                rendered_file, capture, item.record, stamp, rendering.dom, original
+                rendered_file, capture, item.record, stamp, masked(self._secrets, rendering.dom), original
             )
             if rendering.screenshot is not None and rendering.screenshot_record is not None:
                 at = final.at if final is not None else item.at
@@ -513,19 +518,22 @@ class Archive:
         return max(0.0, self._days * DAY_S - self._window_s - DAY_S)
 
     async def _store_search(self, store: Store, item: _Item, search: Mapping[str, Any]) -> None:
-        data = await asyncio.to_thread(
-            search_file,
-            item.record,
-            self._stamp(item),
-            endpoint=search["endpoint"],
-            at=item.at,
-            content_type=search["content_type"],
-            answer=search["answer"],
-            summary=search["summary"],
-        )
+        data = await asyncio.to_thread(self._search_file, item, search)
         await store.create(file_key(item.record), data)
         self._metrics.archive_bytes.inc(len(data))
         self._count("written")
+
+    def _search_file(self, item: _Item, search: Mapping[str, Any]) -> bytes:
+        given = masked_search(self._secrets, search)
+        return search_file(
+            item.record,
+            self._stamp(item),
+            endpoint=given["endpoint"],
+            at=item.at,
+            content_type=given["content_type"],
+            answer=given["answer"],
+            summary=given["summary"],
+        )
 
     def health(self) -> dict[str, object]:
         return {
