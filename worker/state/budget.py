@@ -252,7 +252,7 @@ end
 return granted
 """
 # KEYS[1]: the report's budget hash. ARGV: pages to give back. Never below zero.
-REFUND_SCRIPT = """
+OCR_REFUND_SCRIPT = """
 local used = tonumber(redis.call('HGET', KEYS[1], 'ocr_pages') or '0')
 local back = math.min(tonumber(ARGV[1]), used)
 if back > 0 then
@@ -268,7 +268,7 @@ class OcrBudget:
         self.limit = limit
         self._window_s = window_s
         self._reserve = redis.register_script(RESERVE_SCRIPT)
-        self._refund = redis.register_script(REFUND_SCRIPT)
+        self._refund = redis.register_script(OCR_REFUND_SCRIPT)
 
     async def reserve(self, report_id: str, wanted: int) -> int:
         raw = await self._reserve(
