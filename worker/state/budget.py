@@ -246,6 +246,24 @@ return {granted, used}
 """
 
 
+# KEYS[1]: the report's budget hash. ARGV: job id, the characters the job returned. Lowers the job's
+# grant to what it returned, giving the rest back; a grant already as low is left (so a job run
+# again settles once). Returns the characters given back.
+SETTLE_READ_SCRIPT = """
+local marker = 'read:' .. ARGV[1]
+local before = tonumber(redis.call('HGET', KEYS[1], marker) or '-1')
+local returned = math.max(0, tonumber(ARGV[2]))
+if before <= returned then
+  return 0
+end
+redis.call('HSET', KEYS[1], marker, returned)
+local used = tonumber(redis.call('HGET', KEYS[1], 'read_chars') or '0')
+local back = math.min(before - returned, used)
+redis.call('HINCRBY', KEYS[1], 'read_chars', -back)
+return back
+"""
+
+
 @dataclass(frozen=True)
 class Grant:
     chars: int  # what this job may return (0: the budget is spent)
@@ -259,6 +277,7 @@ class ReadBudget:
         self.limit = limit
         self._window_s = window_s
         self._script = redis.register_script(CHARGE_READ_SCRIPT)
+        self._settle = redis.register_script(SETTLE_READ_SCRIPT)
 
     async def grant(self, report_id: str, job_id: str, wanted: int) -> Grant:
         raw = await self._script(
@@ -266,6 +285,12 @@ class ReadBudget:
         )
         granted, used = cast(list[int], raw)
         return Grant(int(granted), int(used), self.limit)
+
+    async def settle(self, report_id: str, job_id: str, returned: int) -> int:
+        """Charge the job only the characters it returned (at most what it was granted); the
+        characters given back."""
+        raw = await self._settle(keys=[keys.budget(report_id)], args=[job_id, max(0, returned)])
+        return int(cast(int, raw))
 
     async def used(self, report_id: str) -> int:
         raw = await self._redis.hget(keys.budget(report_id), READ_FIELD)  # type: ignore[misc]
@@ -292,8 +317,7 @@ if redis.call('TTL', KEYS[1]) < 0 then
 end
 return granted
 """
-# KEYS[1]: the report's budget hash. ARGV: pages to give back. Never below zero. (Its own name:
-# REFUND_SCRIPT is a charge's refund, which Budgets registers.)
+# KEYS[1]: the report's budget hash. ARGV: pages to give back. Never below zero.
 OCR_REFUND_SCRIPT = """
 local used = tonumber(redis.call('HGET', KEYS[1], 'ocr_pages') or '0')
 local back = math.min(tonumber(ARGV[1]), used)
