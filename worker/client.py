@@ -49,7 +49,7 @@ from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
 from worker.state.result_records import About, ErrorResult, Head, as_json
 from worker.state.results import DONE_TTL_MS, ResultStore
-from worker.tool_calls import MODEL_TOOLS, ORCHESTRATOR_ARGUMENTS, model_arguments
+from worker.tool_calls import MODEL_TOOLS, check_call, model_arguments
 from worker.tracing.context import TRACEPARENT, current_traceparent, parse_traceparent
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
@@ -358,17 +358,11 @@ class ResearchClient(Verifies):
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
             return error_result(name, report, job_id, unreadable)
-        if ORCHESTRATOR_ARGUMENTS & given.keys():
-            named = (
-                "traceparent is"
-                if given.keys() & ORCHESTRATOR_ARGUMENTS == {TRACEPARENT}
-                else "report_id and org_id are"
-            )
-            forged = InvalidRequest(f"{named} set by the orchestrator, never by a tool call")
-            return error_result(name, report, job_id, forged, about_of(name, given))
+        if (refusal := check_call(name, given)) is not None:
+            return error_result(name, report, job_id, refusal, about_of(name, given))
         kwargs = {"report_id": report, **given}
-        if org_id is not None and name == WEB_SEARCH:
-            kwargs["org_id"] = org_id
+        if org_id is not None:
+            kwargs["org_id"] = org_id  # whose search key pays, and whose daily caps are charged
         return await self._run(name, kwargs, job_id, wait_s, trace_parent)
 
     async def run(

@@ -56,7 +56,7 @@ from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
-from worker.state.report_domains import ReportDomains, report_domains
+from worker.state.report_domains import ReportDomains, deployment_policy, report_domains
 from worker.state.result_records import FetchFields
 from worker.tracing.phases import ARCHIVE, MENU_AND_BUDGET, REDUCE, phase
 
@@ -144,7 +144,11 @@ class FetchPageTool(PageJob):
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
             domains=report_domains(runtime.redis, settings),
-            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
+            robots=Robots(
+                runtime.redis, session, policy, settings.user_agent, domains=deployment_policy(settings)
+            )
+            if settings.robots
+            else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
             ocr=OcrService(runtime.redis, self._cache_redis or runtime.redis, settings),
         )

@@ -20,6 +20,7 @@ from worker.config.values import (
     RenderMode,
     SearchProvider,
     Secret,
+    UserUrls,
 )
 from worker.guardian.domains import parse_domain_list
 from worker.guardian.policy import AddressPolicy
@@ -88,6 +89,24 @@ def render_mode(raw: str) -> RenderMode:
         return RenderMode(raw.lower())
     except ValueError:
         raise ValueError(f"{raw!r} must be off, on or auto") from None
+
+
+def user_urls(raw: str) -> UserUrls:
+    try:
+        return UserUrls(raw.lower())
+    except ValueError:
+        raise ValueError(f"{raw!r} must be ask, allow or never") from None
+
+
+def daily_cap(raw: str) -> int:
+    """A per-organization daily cap: a whole number from 1 (unset means no limit)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= defaults.MAX_COUNT:
+        raise ValueError(f"{raw!r} must be 1..{defaults.MAX_COUNT} (unset it for no limit)")
+    return value
 
 
 def engine(raw: str) -> str:

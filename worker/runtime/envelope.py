@@ -154,6 +154,18 @@ def bind_arguments(tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any])
     return bound
 
 
+def parse_org_id(tool: ToolJob, arguments: dict[str, Any]) -> str | None:
+    """The organization the job is charged to, for its daily caps: the orchestrator's ``org_id``,
+    which any tool's job may carry (a tool that does not take it as an argument loses it here)."""
+    value = arguments.get("org_id") if "org_id" in tool.params else arguments.pop("org_id", None)
+    if value is None:
+        return None
+    # The org id becomes part of Redis keys, so it keeps the report id's rules.
+    if not isinstance(value, str) or not REPORT_ID.fullmatch(value):
+        raise InvalidRequest("org_id must be 1-200 letters, digits and the characters - _ . :")
+    return value
+
+
 def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
     unknown = sorted(set(arguments) - set(tool.params))
     if unknown:
@@ -204,6 +216,7 @@ async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwarg
             bind(**(about or {}))
             report_id = parse_report_id(arguments.pop("report_id", None))
             bind(report_id=report_id)
+            org_id = parse_org_id(tool, arguments)
             check_known(tool, arguments)
             job = JobContext(
                 runtime,
@@ -213,6 +226,7 @@ async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwarg
                 report_id,
                 deadline,
                 traceparent=span.traceparent() if span is not None else caller_trace,
+                org_id=org_id,
             )
             try:
                 async with asyncio.timeout_at(deadline):
