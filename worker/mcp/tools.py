@@ -33,6 +33,7 @@ from worker.mcp.consent import UserUrlPolicy
 from worker.mcp.waiting import no_worker, worker_or_error
 from worker.serialization import JsonObject, dumps
 from worker.tool_calls import MODEL_TOOLS, check_call
+from worker.tracing.context import TRACEPARENT, parse_traceparent
 
 PROGRESS_EVERY_S = 2.0
 
@@ -82,7 +83,11 @@ def build_server(
             if early is not None:
                 return tool_result(early)
             work = client.call_result(
-                params.name, arguments, report_id=billing.report_id, org_id=billing.org_id
+                params.name,
+                arguments,
+                report_id=billing.report_id,
+                org_id=billing.org_id,
+                trace_parent=trace_parent_of(params),
             )
             result = await _reporting_progress(ctx, work, params.name, progress_every_s)
         except NoWorkerRunning:
@@ -128,6 +133,13 @@ async def _before_enqueue(
     if name == FETCH_PAGE:
         return await user_urls.admit(ctx, client, billing.report_id, arguments, params.input_responses)
     return None
+
+
+def trace_parent_of(params: types.CallToolRequestParams) -> str | None:
+    """The caller's W3C trace context from the request's ``_meta.traceparent``; a malformed one is
+    ignored (the job starts a trace of its own), never the call's failure."""
+    meta = params.meta if isinstance(params.meta, dict) else {}
+    return parse_traceparent(meta.get(TRACEPARENT))
 
 
 def tool_result(result: JsonObject) -> types.CallToolResult:
