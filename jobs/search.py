@@ -38,6 +38,7 @@ from worker.guardian.urls import parse_https_url
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID, WEB_SEARCH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.result_records import OK, About, Citation, SearchFields
@@ -126,7 +127,7 @@ class WebSearchTool:
             self._archive = None
             await self._shared.close()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> SearchFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> SearchFields:
         request = SearchRequest.parse(arguments)
         providers = self._providers
         if providers is None:

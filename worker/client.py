@@ -39,7 +39,7 @@ from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
-from worker.serialization import JsonObject, dumps
+from worker.serialization import JobArguments, JsonObject, dumps
 from worker.shapes import Shape, anthropic_blocks
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
@@ -203,7 +203,7 @@ class ResearchClient(Verifies):
         trace_parent: str | None = None,
     ) -> JsonObject:
         # The job clamps max_results (jobs/search.py); the client sends what it was given.
-        kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
+        kwargs: JobArguments = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
         return await self._run(WEB_SEARCH, kwargs, self._new_job_id(), None, trace_parent)
@@ -226,7 +226,7 @@ class ResearchClient(Verifies):
         in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
         take the job's defaults. The job joins the caller's trace: ``trace_parent`` (a W3C
         traceparent), else the current OpenTelemetry span's, when there is one."""
-        kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
+        kwargs: JobArguments = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
         if render:
@@ -374,7 +374,7 @@ class ResearchClient(Verifies):
     async def _run(
         self,
         function: str,
-        kwargs: dict[str, Any],
+        kwargs: JobArguments,
         job_id: str,
         wait_s: float | None,
         trace_parent: str | None = None,

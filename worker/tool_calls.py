@@ -19,6 +19,7 @@ import orjson
 
 from worker.errors import InvalidRequest
 from worker.limits import CITE, FETCH_PAGE, WEB_SEARCH
+from worker.serialization import JobArguments
 from worker.tracing.context import TRACEPARENT
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
@@ -30,7 +31,7 @@ ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id", TRACEPARENT})
 MAX_ARGUMENTS_BYTES: Final = 65_536
 
 
-def model_arguments(arguments: object) -> dict[str, Any]:
+def model_arguments(arguments: object) -> JobArguments:
     """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
 
     A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
 from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
@@ -49,6 +48,7 @@ from worker.limits import FETCH_PAGE
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.budget import ReadBudget, Tool
 from worker.state.clock import RedisClock
 from worker.state.pages.cache import Fresh, PageCache
@@ -164,7 +164,7 @@ class FetchPageTool(PageJob):
         if self._cache_redis is not None:
             await self._cache_redis.aclose()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> FetchFields:
         """Validate, check the menu, charge, serve, read."""
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
         if request.render and job.settings.render is RenderMode.OFF:

@@ -26,7 +26,7 @@ from worker.dashboard.history import History, read_history
 from worker.dashboard.org_caps import OrgCapRow, near_caps
 from worker.runtime import fingerprint
 from worker.runtime.claims import parse_lease
-from worker.serialization import dumps, loads
+from worker.serialization import JobArguments, dumps, loads
 from worker.state import activity, budget, health, keys, menu
 from worker.state.redis_conn import redis_settings
 from worker.state.spend import org_days
@@ -456,7 +456,7 @@ def _job_row(
     job_id: str, payload: dict[str, Any], tries: int | None, now: float, running: float | None
 ) -> JobRow:
     raw_kwargs = payload.get("k")
-    kwargs: dict[str, Any] = raw_kwargs if isinstance(raw_kwargs, dict) else {}
+    kwargs: JobArguments = raw_kwargs if isinstance(raw_kwargs, dict) else {}
     enqueued_ms = decode.number(payload.get("et"))
     target = kwargs.get("url") or kwargs.get("query") or ""
     return JobRow(
