@@ -276,10 +276,10 @@ class ResearchClient(Verifies):
         name: object,
         arguments: object,
         *,
+        shape: Literal["json"] = "json",
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-        shape: Literal["json"] = "json",
         trace_parent: str | None = None,
     ) -> str: ...
 

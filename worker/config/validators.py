@@ -16,10 +16,8 @@ from worker.config.values import (
     ArchiveBucket,
     ArchiveDirectory,
     ArchiveTarget,
-    ConfigError,
     RenderMode,
     SearchProvider,
-    Secret,
     UserUrls,
 )
 from worker.guardian.domains import parse_domain_list
@@ -143,11 +141,11 @@ def port(raw: str) -> int:
     return value
 
 
-def user_password(raw: str) -> tuple[str, Secret]:
+def user_password(raw: str) -> tuple[str, defaults.Secret]:
     user, sep, password = raw.partition(":")
     if not sep or not user or not password:
         raise ValueError("must be 'user:password' with both parts non-empty")
-    return user, Secret(password)
+    return user, defaults.Secret(password)
 
 
 def http_url(raw: str) -> str:
@@ -189,7 +187,7 @@ def redis_target(url: str | None) -> RedisTarget:
     try:
         return parse_redis_url(url or defaults.DEFAULT_REDIS_URL)
     except ValueError as exc:  # settings built in code (the client's arguments) skip read()
-        raise ConfigError(f"REDIS_URL: {exc}") from None
+        raise defaults.ConfigError(f"REDIS_URL: {exc}") from None
 
 
 def otel_traces_endpoint(e: Env) -> str | None:

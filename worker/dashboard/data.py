@@ -122,8 +122,8 @@ class RecentRow:
     target: str
     message: str | None
     status: int | None
-    cached: bool | None
     provider: str | None
+    cached: bool | None
     at: float | None
     age_s: float | None
     duration_ms: float | None
