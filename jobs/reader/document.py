@@ -30,6 +30,7 @@ from jobs.reader.content_types import (
     sniff,
 )
 from jobs.reader.cpu_budget import SLICE_S, CpuBudget
+from jobs.reader.embedded import embedded_documents
 from jobs.reader.formats import TEXT, Readable, html_readable, whole_text, whole_text_paced
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
@@ -73,6 +74,7 @@ class Document:
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
     ocr: OcrNote | None = None  # scans and images: the pages OCR read
     refused: tuple[str, ...] | None = None  # office documents: the hazards found and not followed
+    documents: list[str] = field(default_factory=list)  # HTML: the PDFs it embeds (jobs.reader.embedded)
 
 
 def render_whole(document: Document, fmt: str) -> str:
@@ -181,6 +183,7 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
+        documents=embedded_documents(reduction.embeds, reduction.base_href, url),
         script_shell=is_script_shell(
             reduction.shell,
             shown_chars(reduction.blocks),
