@@ -147,7 +147,7 @@ def test_a_shell_stays_a_shell_however_much_chrome_its_server_wrote(
 @given(
     mount=st.sampled_from(["root", "app", "__next", "__nuxt", "elm", "svelte"]),
     sentence=st.text(alphabet="abcdefghij klmnop", min_size=SHELL_MAX_CHARS, max_size=199).filter(
-        lambda t: len(t.strip()) >= SHELL_MAX_CHARS
+        lambda t: len(" ".join(t.split())) >= SHELL_MAX_CHARS  # as the reader collapses it
     ),
 )
 def test_a_short_real_page_with_a_mount_id_is_not_a_shell(mount: str, sentence: str) -> None:
