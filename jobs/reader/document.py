@@ -41,7 +41,7 @@ from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.ocr.ask import OcrAsk
 from jobs.reader.pdf.reader import PdfText, first_line, read_pdf
 from jobs.reader.pdf.wire import Kind
-from jobs.reader.script_shell import is_script_shell
+from jobs.reader.script_shell import is_script_shell, shown_chars
 from worker.document_notes import OcrNote
 from worker.errors import UnsupportedContentType
 from worker.page_metadata import PageMetadata
@@ -184,13 +184,12 @@ async def build_document(
         readable=readable,
         metadata=metadata,
         documents=embedded_documents(reduction.embeds, reduction.base_href, url),
-        script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
+        script_shell=is_script_shell(
+            reduction.shell,
+            shown_chars(reduction.blocks),
+            sum(len(block.text) for block in reduction.blocks),
+        ),
     )
-
-
-def readable_chars(reduction: Reduction) -> int:
-    """Characters of all the page's readable text (not only its main content), the title aside."""
-    return sum(len(block.text) for block in reduction.blocks)
 
 
 def reads_in_child(body: bytes, content_type: str | None) -> bool:
