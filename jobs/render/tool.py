@@ -28,6 +28,7 @@ from jobs.reader.document import build_document
 from jobs.reader.formats import FORMATS, TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
+from jobs.render.pool import Browsers, browsers_for
 from worker.config import ConfigError
 from worker.errors import GuardianRefusal, InvalidRequest, UnsupportedContentType
 from worker.guardian.connector import guarded_session
@@ -60,6 +61,7 @@ class RenderPageTool(PageJob):
         self._playwright: Any = None
         self._renderer: PageRenderer | None = None
         self._fetcher: Fetcher | None = None
+        self._browsers: Browsers | None = None
 
     async def start(self, runtime: Runtime) -> None:
         from playwright.async_api import async_playwright
@@ -71,7 +73,10 @@ class RenderPageTool(PageJob):
             raise ConfigError(str(missing)) from None
         policy = AddressPolicy(settings.guardian_allow_cidrs)
         self._playwright = await async_playwright().start()
-        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver)
+        self._browsers = browsers_for(
+            self._playwright, launcher, policy, self._resolver, runtime, min(settings.max_jobs, RENDER_SLOTS)
+        )
+        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver, self._browsers)
         limits = FetchLimits(
             max_bytes=settings.fetch_max_bytes,
             max_pdf_bytes=settings.fetch_max_pdf_bytes,
@@ -80,6 +85,8 @@ class RenderPageTool(PageJob):
         self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
 
     async def stop(self) -> None:
+        if self._browsers is not None:
+            await self._browsers.stop()  # every warm browser killed before the driver goes
         if self._fetcher is not None:
             await self._fetcher.close()
         if self._playwright is not None:
