@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._support import peak_rss_mb, percentile, private_redis  # noqa: E402
+from jobs.render import page as render_page  # noqa: E402
 from jobs.render.browser import (  # noqa: E402
     FLAGS,
     BrowserLauncher,
@@ -50,7 +51,6 @@ from jobs.render.browser import (  # noqa: E402
     tree_of,
 )
 from jobs.render.pool import WarmPool  # noqa: E402
-from jobs.render import page as render_page  # noqa: E402
 from tests.support.hostile_render import APP_TEXT, hostile_world, resolver  # noqa: E402
 from tests.support.tls import make_ca  # noqa: E402
 from tests.support.workers import running_worker  # noqa: E402
@@ -99,7 +99,7 @@ def _cold_dump_dom(chromium: str, url: str) -> float:
     if os.geteuid() == 0:
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *command]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, timeout=60, check=False)  # noqa: S603
+    done = subprocess.run(command, capture_output=True, timeout=60, check=False)
     seconds = time.perf_counter() - started
     shutil.rmtree(profile, ignore_errors=True)
     assert b"app" in done.stdout, done.stderr[-500:]

@@ -131,6 +131,7 @@ class PageRenderer:
         started = time.monotonic()
         deadline = asyncio.get_running_loop().time() + seconds
         egress = EgressBounds(bounds.max_requests, bounds.max_bytes, bounds.ports)
+        limits = Limits(seconds, bounds.memory_bytes)
         watch = Watch()
         refused: list[str] = []
         try:

@@ -28,8 +28,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobs.render.browser import BrowserLauncher, Launched, Limits, Watch, discard, kill_tree, narrow_cpu
-from jobs.render.browser import watch_memory
+from jobs.render.browser import (
+    BrowserLauncher,
+    Launched,
+    Limits,
+    Watch,
+    discard,
+    kill_tree,
+    narrow_cpu,
+    watch_memory,
+)
 from worker.guardian.egress_proxy import EgressBounds, EgressProxy
 
 if TYPE_CHECKING:
