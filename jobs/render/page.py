@@ -136,9 +136,7 @@ class PageRenderer:
         refused: list[str] = []
         try:
             async with asyncio.timeout(seconds):
-                async with self._browsers.browser(
-                    egress, Limits(seconds, bounds.memory_bytes), watch
-                ) as held:
+                async with self._browsers.browser(egress, limits, watch) as held:
                     context = held.context
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
