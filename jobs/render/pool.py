@@ -141,6 +141,7 @@ class WarmPool(Browsers):
         self._failure: BaseException | None = None
         self._failed_at = -RETRY_S
         self._waiting = 0
+        self._serving = 0
         self._closed = False
         self._keeper: asyncio.Task[None] | None = None
 
@@ -155,6 +156,7 @@ class WarmPool(Browsers):
     @contextlib.asynccontextmanager
     async def browser(self, bounds: EgressBounds, limits: Limits, watch: Watch) -> AsyncIterator[Held]:
         warm = await self._take()
+        self._serving += 1
         watcher: asyncio.Task[None] | None = None
         try:
             warm.proxy.arm(bounds)
@@ -170,6 +172,8 @@ class WarmPool(Browsers):
                     await watcher
             await warm.proxy.close()
             self._end(warm)
+            self._serving -= 1
+            self._fill()  # its replacement launches now, not during the page: they share the CPU
 
     async def _take(self) -> _Warm:
         if self._closed:
@@ -190,7 +194,6 @@ class WarmPool(Browsers):
                 await self._arrived.wait()
         finally:
             self._waiting -= 1
-            self._fill()
             self._gauge()
 
     def _usable(self, warm: _Warm) -> bool:
@@ -204,8 +207,12 @@ class WarmPool(Browsers):
         return True
 
     def _fill(self) -> None:
-        """Launch until the ready and the launching make the pool, plus one per render waiting."""
-        while not self._closed and len(self._ready) + len(self._launching) < self._size + self._waiting:
+        """Launch until the ready, the launching and the serving make the pool, plus one per render
+        waiting: at rest the worker holds no more browsers than the pool's size."""
+        while (
+            not self._closed
+            and len(self._ready) + len(self._launching) + self._serving < self._size + self._waiting
+        ):
             task = asyncio.get_running_loop().create_task(self._launch())
             self._launching.add(task)
             task.add_done_callback(self._launching.discard)
