@@ -59,7 +59,7 @@ from worker.config import RenderMode, Settings  # noqa: E402
 from worker.settings import render_tools, render_worker_settings, tools  # noqa: E402
 
 PEAKS: list[int] = []
-PAUSE_S = 0.5
+PAUSE_S = 1.0
 
 
 def _record_peaks() -> None:

@@ -156,10 +156,17 @@ class BrowserLauncher:
         if self._prlimit is None or self._setpriv is None:
             raise BrowserMissing("rendering needs prlimit and setpriv (util-linux) to bound the browser")
         self._trust_store: Path | None = None
+        self._first_launch = asyncio.Lock()
         if ca_bundle is not None and certutil() is None:
             raise BrowserMissing(
                 "RESEARCH_CA_BUNDLE needs certutil (libnss3-tools) for the browser to trust it"
             )
+
+    def close(self) -> None:
+        """Remove the trust store built for the renders (the worker is stopping)."""
+        if self._trust_store is not None:
+            shutil.rmtree(self._trust_store, ignore_errors=True)
+            self._trust_store = None
 
     @contextlib.asynccontextmanager
     async def launch(
@@ -228,14 +235,24 @@ class BrowserLauncher:
             "java_script_enabled": True,
             "timeout": max(1000.0, limits.seconds * 1000),
         }
+        if self.sandboxed is None:
+            # The first launch finds out about the sandbox; launches beside it wait for the answer.
+            async with self._first_launch:
+                if self.sandboxed is None:
+                    return await self._first(playwright, profile, pid_file, options)
+        return await playwright.chromium.launch_persistent_context(
+            str(profile), chromium_sandbox=self.sandboxed is not False, **options
+        )
+
+    async def _first(
+        self, playwright: Playwright, profile: Path, pid_file: Path, options: dict[str, Any]
+    ) -> BrowserContext:
         try:
             context = await playwright.chromium.launch_persistent_context(
-                str(profile), chromium_sandbox=self.sandboxed is not False, **options
+                str(profile), chromium_sandbox=True, **options
             )
-            self.sandboxed = self.sandboxed is not False
+            self.sandboxed = True
         except Exception:
-            if self.sandboxed is not None:
-                raise
             # The first launch tells whether Chromium's own sandbox can start here (it needs
             # user namespaces, which many containers do not grant); without it, the
             # unprivileged user, the limits and the proxy are the containment.

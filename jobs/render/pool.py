@@ -113,7 +113,8 @@ class Browsers:
             self._metrics.render_launch.labels(when).observe(time.monotonic() - started)
 
     async def stop(self) -> None:
-        """Nothing is kept between renders."""
+        """Nothing is kept between renders but the trust store, removed now."""
+        self._launcher.close()
 
 
 class WarmPool(Browsers):
@@ -282,6 +283,7 @@ class WarmPool(Browsers):
             self._end(self._ready.popleft())
         self._gauge()
         await asyncio.gather(*self._ending, return_exceptions=True)
+        await super().stop()
 
 
 def browsers_for(
