@@ -78,6 +78,7 @@ def _ours(folder: Path) -> set[int]:
 
 
 def _profiles(folder: Path) -> list[Path]:
+    """The renders' folders, and the trust store the launcher copies into each."""
     return list(folder.glob("research-render-*"))
 
 
@@ -93,6 +94,13 @@ def _pool(playwright: Playwright, ca: TestCA, size: int, **kwargs: object) -> Wa
     assert CHROMIUM is not None
     launcher = BrowserLauncher(CHROMIUM, str(ca.bundle))
     return WarmPool(playwright, launcher, POLICY, resolver(), size, LIMITS, **kwargs)  # type: ignore[arg-type]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 
 
 def _cpu_limit(pid: int) -> str:
@@ -112,7 +120,7 @@ async def test_each_render_takes_its_own_warm_browser_with_the_renders_limits_an
     pool = _pool(playwright, ca, 2, metrics=metrics)
     pool.start()
     await _until(lambda: pool.ready == 2)
-    assert len(_profiles(private_tmp)) == 2
+    assert len([p for p in _profiles(private_tmp) if "-trust-" not in p.name]) == 2
     assert _ours(private_tmp)
     assert metrics.registry.get_sample_value("research_render_browsers_warm") == 2
     browsers = []
@@ -131,10 +139,8 @@ async def test_each_render_takes_its_own_warm_browser_with_the_renders_limits_an
                 assert "65534" in Path(f"/proc/{watch.pid}/status").read_text().split("Uid:")[1].split()[0]
             browsers.append(watch.pid)
             seen_trees |= set(tree)
-        # Killed on the way out: the browser is not alive once the render is done.
-        assert Path(f"/proc/{watch.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X") or (
-            not Path(f"/proc/{watch.pid}").exists()
-        )
+        # Killed on the way out (SIGKILL, delivered within moments), not left for later.
+        await _until(functools.partial(_gone, watch.pid), 5)
     assert len(set(browsers)) == 3  # one browser per page, never reused
     await pool.stop()
     assert _ours(private_tmp) == set()
@@ -158,7 +164,9 @@ async def test_a_warm_browser_that_died_or_went_stale_is_replaced_not_handed_out
     try:
         await _until(lambda: pool.ready == 1)
         dead = pool._ready[0].launched
+        dead_pid = int(dead.pid_file.read_text())
         kill_tree(dead.pid_file)
+        await _until(functools.partial(_gone, dead_pid), 5)  # it died while idle
         watch = Watch()
         async with pool.browser(EgressBounds(10, 10**6), Limits(7, 2**30), watch) as held:
             page = held.context.pages[0] if held.context.pages else await held.context.new_page()

@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -98,6 +99,10 @@ class Launched:
     context: BrowserContext
     home: Path
     born: float  # time.monotonic() at the end of its launch
+    closed: bool = False  # Playwright lost the browser (it died, or was killed)
+
+    def __post_init__(self) -> None:
+        self.context.on("close", lambda _: setattr(self, "closed", True))
 
     @property
     def pid_file(self) -> Path:
@@ -106,7 +111,7 @@ class Launched:
     def alive(self) -> bool:
         """Its browser process runs (it can die idle: the OOM killer, a crash, an operator's kill)."""
         pid = _browser_pid(self.pid_file)
-        if pid is None:
+        if pid is None or self.closed:
             return False
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
@@ -157,10 +162,48 @@ class BrowserLauncher:
             raise BrowserMissing("rendering needs prlimit and setpriv (util-linux) to bound the browser")
         self._trust_store: Path | None = None
         self._first_launch = asyncio.Lock()
+        self._trust_lock = threading.Lock()
         if ca_bundle is not None and certutil() is None:
             raise BrowserMissing(
                 "RESEARCH_CA_BUNDLE needs certutil (libnss3-tools) for the browser to trust it"
             )
+
+    async def narrow_cpu(self, launched: Launched, seconds: float) -> None:
+        """Lower the CPU limit of a browser launched ahead (for the longest render) to this render's:
+        each process of its tree now, and so every renderer its zygote forks for the page."""
+        pid = _browser_pid(launched.pid_file)
+        if pid is None:
+            return
+        cpu_s = cpu_seconds(seconds)
+        members = tree_of(pid)
+        try:
+            for member in members:
+                with contextlib.suppress(ProcessLookupError):
+                    resource.prlimit(member, resource.RLIMIT_CPU, (cpu_s, cpu_s))
+            return
+        except PermissionError:
+            if not self._drop:
+                raise
+        # Root without CAP_SYS_RESOURCE (a container's default) may not change another user's
+        # limits; the browser's own user may.
+        assert self._prlimit is not None and self._setpriv is not None
+        script = f'for p; do {shlex.quote(self._prlimit)} --cpu={cpu_s}:{cpu_s} --pid "$p"; done'
+        process = await asyncio.create_subprocess_exec(
+            self._setpriv,
+            f"--reuid={UNPRIVILEGED_UID}",
+            f"--regid={UNPRIVILEGED_GID}",
+            "--clear-groups",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+            "sh",
+            *map(str, members),
+            env={"PATH": BROWSER_PATH},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        await process.wait()
 
     def close(self) -> None:
         """Remove the trust store built for the renders (the worker is stopping)."""
@@ -273,9 +316,11 @@ class BrowserLauncher:
         launcher.write_text(self._script(home / "browser.pid", limits))
         launcher.chmod(0o700)
         if self._ca_bundle is not None:
-            if self._trust_store is None:
-                self._trust_store = Path(tempfile.mkdtemp(prefix="research-render-trust-"))
-                _trust(self._trust_store, self._ca_bundle)
+            with self._trust_lock:  # launches ahead prepare in threads side by side
+                if self._trust_store is None:
+                    store = Path(tempfile.mkdtemp(prefix="research-render-trust-"))
+                    _trust(store, self._ca_bundle)
+                    self._trust_store = store  # only once complete: no launch copies half a store
             # A copy of the one store built at the first render: certutil costs a few hundred ms.
             shutil.copytree(self._trust_store / ".pki", profile / ".pki")
         if self._drop:
@@ -385,18 +430,6 @@ async def discard(launched: Launched) -> None:
         await asyncio.wait_for(launched.context.close(), 2.0)
     kill_tree(launched.pid_file)
     await asyncio.to_thread(shutil.rmtree, launched.home, True)
-
-
-def narrow_cpu(launched: Launched, seconds: float) -> None:
-    """Lower the CPU limit of a browser launched ahead (for the longest render) to this render's:
-    each process of its tree now, and so every renderer its zygote forks for the page."""
-    pid = _browser_pid(launched.pid_file)
-    if pid is None:
-        return
-    cpu_s = cpu_seconds(seconds)
-    for member in tree_of(pid):
-        with contextlib.suppress(OSError):
-            resource.prlimit(member, resource.RLIMIT_CPU, (cpu_s, cpu_s))
 
 
 def watch_memory(launched: Launched, memory_bytes: int, watch: Watch) -> asyncio.Task[None]:

@@ -141,11 +141,6 @@ class PageRenderer:
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
                     page.on("crash", lambda _: refused.append("crash"))
-                    # The page's own origin is admitted from the start: Chromium preconnects to it
-                    # before the route table sees a request, and a request that joins a refused
-                    # preconnect fails (the app's own script, its API call).
-                    own = parse_https_url(url)
-                    held.asked.add((own.host, own.port))
                     router = _Router(page, body, content_type, refused, held.asked)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)

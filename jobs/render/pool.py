@@ -35,7 +35,6 @@ from jobs.render.browser import (
     Watch,
     discard,
     kill_tree,
-    narrow_cpu,
     watch_memory,
 )
 from worker.guardian.egress_proxy import EgressBounds, EgressProxy
@@ -161,7 +160,7 @@ class WarmPool(Browsers):
         watcher: asyncio.Task[None] | None = None
         try:
             warm.proxy.arm(bounds)
-            narrow_cpu(warm.launched, limits.seconds)
+            await self._launcher.narrow_cpu(warm.launched, limits.seconds)
             watcher = watch_memory(warm.launched, limits.memory_bytes, watch)
             yield Held(warm.launched.context, warm.proxy, warm.asked)
         finally:
