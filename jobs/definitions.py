@@ -14,7 +14,7 @@ the Responses API) and for an MCP server's tool listing, so every format says th
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from jobs.output_schemas import output_schema
 from worker.config import RenderMode, Settings
@@ -27,6 +27,10 @@ from worker.limits import (
     MAX_RESULTS,
     MAX_URL_LENGTH,
 )
+from worker.serialization import JsonObject, JsonValue
+
+# The cite tool's quote bound (jobs/cite/check.py says the same; the job refuses a longer one).
+MAX_QUOTE_CHARS = 10_000
 
 
 class ToolFormat(StrEnum):
@@ -38,7 +42,17 @@ class ToolFormat(StrEnum):
     OPENAI_RESPONSES = "openai-responses"  # Responses API: [{type: "function", name, parameters, ...}]
 
 
-TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page"}
+class ToolDefinition(TypedDict):
+    """A tool's definition in Anthropic's shape, the one the others are made from."""
+
+    name: str
+    description: str
+    input_schema: JsonObject
+
+
+TITLES = {"web_search": "Web search", "fetch_page": "Fetch a web page", "cite": "Check a quote"}
+# Tools that read only what the report already fetched: no open world behind them.
+CLOSED_WORLD = frozenset({"cite"})
 
 RENDER_HINT = "; fetch it again with render: true to read it as a browser shows it"
 UNTRUSTED = (
@@ -48,8 +62,8 @@ UNTRUSTED = (
 )
 
 
-def tool_definitions(settings: Settings) -> list[dict[str, Any]]:
-    return [web_search_definition(settings), fetch_page_definition(settings)]
+def tool_definitions(settings: Settings) -> list[ToolDefinition]:
+    return [web_search_definition(settings), fetch_page_definition(settings), cite_definition()]
 
 
 def formatted(settings: Settings, tool_format: ToolFormat) -> Any:
@@ -61,10 +75,10 @@ def formatted(settings: Settings, tool_format: ToolFormat) -> Any:
         return [openai_responses_function(definition) for definition in definitions]
     if tool_format is ToolFormat.MCP:
         return {"tools": [mcp_tool(definition) for definition in definitions]}
-    return definitions
+    return cast(list[JsonValue], definitions)
 
 
-def openai_function(definition: dict[str, Any]) -> dict[str, Any]:
+def openai_function(definition: ToolDefinition) -> JsonObject:
     return {
         "type": "function",
         "function": {
@@ -75,7 +89,7 @@ def openai_function(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def openai_responses_function(definition: dict[str, Any]) -> dict[str, Any]:
+def openai_responses_function(definition: ToolDefinition) -> JsonObject:
     """The Responses API's function tool: flat, where Chat Completions nests under ``function``."""
     return {
         "type": "function",
@@ -89,7 +103,7 @@ def openai_responses_function(definition: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
+def mcp_tool(definition: ToolDefinition) -> JsonObject:
     title = TITLES[definition["name"]]
     return {
         "name": definition["name"],
@@ -97,19 +111,19 @@ def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
         "description": definition["description"],
         "inputSchema": definition["input_schema"],
         "outputSchema": output_schema(definition["name"]),
-        # Hints for the client deciding whether to ask a person first: both tools only read the
-        # web (the budgets they spend are the worker's own bookkeeping), change nothing there,
-        # and reach an open world of third-party sites.
+        # Hints for the client deciding whether to ask a person first: every tool only reads
+        # (the budgets they spend are the worker's own bookkeeping) and changes nothing; search
+        # and fetch reach an open world of third-party sites, cite only what was fetched.
         "annotations": {
             "title": title,
             "readOnlyHint": True,
             "destructiveHint": False,
-            "openWorldHint": True,
+            "openWorldHint": definition["name"] not in CLOSED_WORLD,
         },
     }
 
 
-def web_search_definition(settings: Settings) -> dict[str, Any]:
+def web_search_definition(settings: Settings) -> ToolDefinition:
     return {
         "name": "web_search",
         "description": (
@@ -141,7 +155,7 @@ def web_search_definition(settings: Settings) -> dict[str, Any]:
     }
 
 
-def fetch_page_definition(settings: Settings) -> dict[str, Any]:
+def fetch_page_definition(settings: Settings) -> ToolDefinition:
     provenance = (
         "You can fetch only URLs this report has already seen: the url of a web_search result, a "
         "link from a page you fetched (see the result's links), or a URL given in the briefing. "
@@ -149,7 +163,17 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
         if settings.url_menu
         else ""
     )
-    definition: dict[str, Any] = {
+    properties = fetch_page_properties(settings)
+    if settings.render is not RenderMode.OFF:
+        properties["render"] = {
+            "type": "boolean",
+            "default": False,
+            "description": (
+                "true to read the page as a browser shows it, after its scripts ran (rendered: "
+                f"true); it costs a fetch and one of the report's {settings.render_budget} renders."
+            ),
+        }
+    return {
         "name": "fetch_page",
         "description": (
             "Fetch one public https page and return its readable text, title, final URL and the "
@@ -175,68 +199,99 @@ def fetch_page_definition(settings: Settings) -> dict[str, Any]:
         ),
         "input_schema": {
             "type": "object",
-            "properties": {
-                "url": {
-                    "type": "string",
-                    "maxLength": MAX_URL_LENGTH,
-                    "description": "An https URL this report has seen.",
-                },
-                "extract": {
-                    "type": "string",
-                    "enum": list(EXTRACT_MODES),
-                    "default": "main",
-                    "description": "'main' for the main content, 'full' for all readable text.",
-                },
-                "format": {
-                    "type": "string",
-                    "enum": ["markdown", "text"],
-                    "default": "markdown",
-                    "description": (
-                        "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
-                        "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
-                        "is plain text."
-                    ),
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_DOCUMENT_CHARS,
-                    "default": 0,
-                    "description": "Where in the whole text to start: a next_offset, or a page offset.",
-                },
-                "max_chars": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": settings.fetch_max_chars,
-                    "default": settings.fetch_max_chars,
-                    "description": "How many characters of text to return at most.",
-                },
-                "find": {
-                    "type": "string",
-                    "minLength": FIND_CHARS[0],
-                    "maxLength": FIND_CHARS[1],
-                    "description": "A phrase to find in the whole document instead of reading a piece.",
-                },
-                "fresh": {
-                    "type": "boolean",
-                    "default": False,
-                    "description": (
-                        "true to fetch the page again now instead of a copy other reports fetched in "
-                        "the last minutes (cached: true); it costs the same."
-                    ),
-                },
-            },
+            "properties": properties,
             "required": ["url"],
             "additionalProperties": False,
         },
     }
-    if settings.render is not RenderMode.OFF:
-        definition["input_schema"]["properties"]["render"] = {
+
+
+def fetch_page_properties(settings: Settings) -> JsonObject:
+    """fetch_page's arguments as the model sees them (``render`` is added when rendering is on)."""
+    return {
+        "url": {
+            "type": "string",
+            "maxLength": MAX_URL_LENGTH,
+            "description": "An https URL this report has seen.",
+        },
+        "extract": {
+            "type": "string",
+            "enum": list(EXTRACT_MODES),
+            "default": "main",
+            "description": "'main' for the main content, 'full' for all readable text.",
+        },
+        "format": {
+            "type": "string",
+            "enum": ["markdown", "text"],
+            "default": "markdown",
+            "description": (
+                "'markdown' (the default) keeps the page's headings, lists, tables, code, quotes "
+                "and links as Markdown, its own text escaped so it never becomes markup; 'text' "
+                "is plain text."
+            ),
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_DOCUMENT_CHARS,
+            "default": 0,
+            "description": "Where in the whole text to start: a next_offset, or a page offset.",
+        },
+        "max_chars": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": settings.fetch_max_chars,
+            "default": settings.fetch_max_chars,
+            "description": "How many characters of text to return at most.",
+        },
+        "find": {
+            "type": "string",
+            "minLength": FIND_CHARS[0],
+            "maxLength": FIND_CHARS[1],
+            "description": "A phrase to find in the whole document instead of reading a piece.",
+        },
+        "fresh": {
             "type": "boolean",
             "default": False,
             "description": (
-                "true to read the page as a browser shows it, after its scripts ran (rendered: "
-                f"true); it costs a fetch and one of the report's {settings.render_budget} renders."
+                "true to fetch the page again now instead of a copy other reports fetched in "
+                "the last minutes (cached: true); it costs the same."
             ),
-        }
-    return definition
+        },
+    }
+
+
+def cite_definition() -> ToolDefinition:
+    return {
+        "name": "cite",
+        "description": (
+            "Check a quote against the page this report fetched before you write it: is it really "
+            "on the page at url, and where. It fetches nothing and costs nothing. status is "
+            "'verified' (the page's own characters, spacing aside), 'approximate' (the same words "
+            "and numbers, but case, quotation marks, dashes, Unicode forms or a word broken across "
+            "lines differ: copy matched_text to quote exactly), 'not_found' (the page does not say "
+            "this: do not quote it; a changed word or number is never found) or 'not_fetched' "
+            "(fetch the page first). Mark omitted text with '...': the parts must appear in order, "
+            "each within 2,000 characters of the one before. A found quote comes with offset and "
+            "length in the page's text (format says which), page for a PDF, matched_text and "
+            f"context; cite the page with them. {UNTRUSTED}"
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "url": {
+                    "type": "string",
+                    "maxLength": MAX_URL_LENGTH,
+                    "description": "The URL you fetched the page from (as you passed it to fetch_page).",
+                },
+                "quote": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUOTE_CHARS,
+                    "description": "The words you mean to quote, as you will write them.",
+                },
+            },
+            "required": ["url", "quote"],
+            "additionalProperties": False,
+        },
+    }

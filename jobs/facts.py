@@ -8,13 +8,15 @@ answer ``about`` with these same functions, so a refused call names what a job w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobs.definitions import ToolFormat, formatted, tool_definitions
 from jobs.output_schemas import output_schema
-from worker.guardian.urls import canonical_url
-from worker.limits import FETCH_PAGE, MAX_QUERY_CHARS, MAX_URL_LENGTH, WEB_SEARCH
+from worker.errors import DestinationBlocked, SchemeNotAllowed
+from worker.guardian.urls import Target, parse_https_url
+from worker.limits import CITE, FETCH_PAGE, MAX_QUERY_CHARS, MAX_URL_LENGTH, WEB_SEARCH
 from worker.state.result_records import About
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "about_of",
     "formatted",
     "output_schema",
+    "parsed_url",
     "query_about",
     "tool_definitions",
     "url_about",
@@ -36,7 +39,18 @@ def url_about(arguments: Mapping[str, Any]) -> About | None:
     if not isinstance(url, str):
         return None
     url = url.strip()[:MAX_URL_LENGTH]
-    return {"url": canonical_url(url) or url}
+    try:
+        return {"url": parsed_url(url).url}
+    except (DestinationBlocked, SchemeNotAllowed):
+        return {"url": url}  # refused by the fetch too, which says why
+
+
+@functools.lru_cache(maxsize=256)
+def parsed_url(url: str) -> Target:
+    """The guardian's parse of a URL a job names, made once in a worker: the job's ``about``
+    (before it runs) and its run read the same Target. A Target is frozen; a refusal is raised
+    anew each time, never kept."""
+    return parse_https_url(url)
 
 
 def query_about(arguments: Mapping[str, Any]) -> About | None:
@@ -48,6 +62,7 @@ def query_about(arguments: Mapping[str, Any]) -> About | None:
 ABOUT: Mapping[str, Callable[[Mapping[str, Any]], About | None]] = {
     FETCH_PAGE: url_about,
     WEB_SEARCH: query_about,
+    CITE: url_about,
 }
 
 

@@ -31,6 +31,7 @@ from worker.guardian.redirects import REDIRECT_STATUSES, HopRule, next_hop, same
 from worker.guardian.urls import Target
 from worker.net.error_map import translate
 from worker.net.retry_after import retry_after_s
+from worker.tracing import phases
 
 READ_CHUNK = 65_536
 
@@ -144,6 +145,7 @@ class Fetcher:
         """The decoded body, cut at the byte cap (a PDF over its cap is refused instead)."""
         body = _Body(kind, self.limits)
         decoder = Decoder(response.headers.get("Content-Encoding"))
+        started = phases.now_ns()
         try:
             async for chunk in response.content.iter_chunked(READ_CHUNK):
                 if observer is not None:
@@ -164,6 +166,7 @@ class Fetcher:
             if body.pdf:
                 raise UnsupportedContentType(_pdf_too_large(self.limits.max_pdf_bytes, None))
             response.close()  # the rest is never read; do not return this connection to the pool
+        phases.record(phases.BODY, started)
         read = body.bytes()
         if observer is not None:
             observer.finished(len(read), body.over)

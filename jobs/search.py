@@ -41,6 +41,7 @@ from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.result_records import OK, About, Citation, SearchFields
 from worker.state.spend import record_search
+from worker.tracing.phases import SEARCH_PROVIDER, phase
 
 log = logging.getLogger("research.search")
 
@@ -238,7 +239,8 @@ async def asking(provider: Provider, request: SearchRequest, deadline: Deadline,
     metrics = job.runtime.metrics
     try:
         try:
-            found = await provider.search(request.query, request.max_results, request.org_id, deadline)
+            with phase(SEARCH_PROVIDER):
+                found = await provider.search(request.query, request.max_results, request.org_id, deadline)
         except PaidFailure as paid:
             await record_search(
                 job.runtime, job.report_id, request.org_id, paid.spend, provider=provider.name.value

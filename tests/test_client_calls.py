@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
@@ -88,9 +88,8 @@ async def test_a_call_to_a_tool_that_does_not_exist_is_an_invalid_request_result
     async with ResearchClient(settings=settings, wait_s=1) as client:
         answer = json.loads(await client.call(name, {"url": "https://example.org/"}, report_id=report))
     assert (answer["ok"], answer["tool"], answer["error"]["kind"]) == (False, "unknown", "invalid_request")
-    assert (
-        answer["error"]["message"] == "there is no tool by that name; the tools are fetch_page and web_search"
-    )
+    tools = "fetch_page, web_search, cite"
+    assert answer["error"]["message"] == f"there is no tool by that name; the tools are {tools}"
     assert await redis.zcard(settings.queue_name) == 0  # nothing enqueued, nothing charged
 
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import TestCA, serve

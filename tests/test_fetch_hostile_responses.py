@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchRequest
+from jobs.fetch.request import FetchRequest
 from jobs.fetcher import Fetcher, FetchLimits
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import LOOPBACK_ONLY, fetch_settings, fetching

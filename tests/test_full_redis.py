@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from redis.exceptions import ResponseError
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.redis_process import RedisProcess

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.workers import running_worker
 from worker.client import ResearchClient

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.fake_openrouter import KEY, completion, default_citations, fake_openrouter, provider_error
 from tests.support.workers import running_worker

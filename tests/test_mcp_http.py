@@ -28,7 +28,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from jobs.definitions import ToolFormat, formatted
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.output_schemas import output_schema
 from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver

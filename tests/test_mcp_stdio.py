@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from jobs.definitions import ToolFormat, formatted
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.output_schemas import output_schema
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
@@ -215,7 +215,7 @@ async def test_malformed_huge_and_out_of_order_messages_get_errors_and_the_sessi
     assert by_id["nope"]["error"]["code"] == -32601
     huge = by_id["huge"]["result"]
     assert huge["isError"] is True and huge["structuredContent"]["error"]["kind"] == "invalid_request"
-    assert [t["name"] for t in by_id["list"]["result"]["tools"]] == ["web_search", "fetch_page"]
+    assert [t["name"] for t in by_id["list"]["result"]["tools"]] == ["web_search", "fetch_page", "cite"]
     assert await redis.zcard(settings.queue_name) == 0  # nothing reached the queue
     # Started without --report, the server made a report of its own and said which.
     report = huge["structuredContent"]["report_id"]

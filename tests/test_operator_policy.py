@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from jobs import robots
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import TestCA, TlsServer, serve

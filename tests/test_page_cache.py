@@ -14,7 +14,7 @@ from aiohttp import web
 from redis.exceptions import OutOfMemoryError
 
 from jobs.definitions import fetch_page_definition
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import Handler, TestCA, TlsServer, serve

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from tests.test_deploy_acl import QUEUE, acl_redis, binaries
-from worker.guardian.redirects import HopRule, follow_any
+from worker.guardian.redirects import HopLog, follow_any
 from worker.guardian.urls import parse_https_url
 from worker.metrics import Metrics
 from worker.state.pages.cache import Fresh, PageCache, ServedFrom
@@ -46,23 +46,23 @@ async def test_the_worker_user_runs_the_cache_flights_and_host_slots_and_the_das
             cache = PageCache(worker, settings, Metrics())
             started = asyncio.Event()
 
-            async def slow_fetch(rule: HopRule) -> Fresh:
+            async def slow_fetch() -> Fresh[None]:
                 started.set()
                 await asyncio.sleep(0.2)
                 return Fresh(page(), storable=True)
 
             until = asyncio.get_running_loop().time() + 10
             serve = cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, hops=HopLog(follow_any, TARGET), fetch=slow_fetch
             )
             leading = asyncio.create_task(serve)
             await started.wait()
             joined = await cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, hops=HopLog(follow_any, TARGET), fetch=slow_fetch
             )
             led = await leading
             hit = await cache.serve(
-                TARGET, "main", fresh=False, until=until, may_follow=follow_any, fetch=slow_fetch
+                TARGET, "main", fresh=False, until=until, hops=HopLog(follow_any, TARGET), fetch=slow_fetch
             )
 
             hosts = Politeness(worker, settings, Metrics())

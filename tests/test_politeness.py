@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fetching import fetch_settings
 from tests.support.tls import TestCA, TlsServer, serve

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.render.delegate import relayed
+from jobs.fetch.handoff import relayed
 from tests.support.results import page_fields, page_from_fields
 from worker.errors import ErrorKind, GuardianRefusal
 from worker.state.pages.entry import Page

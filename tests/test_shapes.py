@@ -21,7 +21,7 @@ from openai.types.responses import FunctionTool, FunctionToolParam
 from pydantic import TypeAdapter, ValidationError
 
 from jobs.definitions import ToolFormat, formatted
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fake_openrouter import KEY, FakeOpenRouter, completion, fake_openrouter, url_citation
@@ -135,7 +135,7 @@ def test_the_responses_format_validates_with_openais_function_tool_types() -> No
         model = FunctionTool.model_validate(tool)
         assert set(tool) <= set(FunctionTool.model_fields)  # no key the API does not know
         assert (model.name, model.parameters, model.strict) == (tool["name"], tool["parameters"], False)
-    assert [t["name"] for t in listing] == ["web_search", "fetch_page"]
+    assert [t["name"] for t in listing] == ["web_search", "fetch_page", "cite"]
 
 
 def test_the_chat_completions_shape_is_not_a_responses_function_tool() -> None:

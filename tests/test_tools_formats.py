@@ -1,5 +1,5 @@
-"""``research-worker tools --format anthropic|openai|openai-responses|mcp``: the same two tools, in each agent
-framework's own shape, valid against that shape's schema, with the untrusted-content posture."""
+"""``research-worker tools --format anthropic|openai|openai-responses|mcp``: the same three tools, in each
+agent framework's own shape, valid against that shape's schema, with the untrusted-content posture."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_every_format_carries_the_untrusted_content_posture(
 
 def test_every_format_describes_the_same_tools_with_the_same_schemas(listings: dict[str, Any]) -> None:
     shapes = {name: tools_of(name, listings[name]) for name in FORMAT_NAMES}
-    assert [t["name"] for t in shapes["anthropic"]] == ["web_search", "fetch_page"]
+    assert [t["name"] for t in shapes["anthropic"]] == ["web_search", "fetch_page", "cite"]
     assert shapes["openai"] == shapes["anthropic"]
     assert shapes["openai-responses"] == shapes["anthropic"]
     assert shapes["mcp"] == shapes["anthropic"]
@@ -93,10 +93,11 @@ def test_the_default_format_is_anthropics(listings: dict[str, Any]) -> None:
 def test_the_mcp_listing_says_read_only_not_destructive_open_world(listings: dict[str, Any]) -> None:
     for tool in listings["mcp"]["tools"]:
         hints = tool["annotations"]
+        # cite reads only what the report already fetched: no open world behind it.
         assert (hints["readOnlyHint"], hints["destructiveHint"], hints["openWorldHint"]) == (
             True,
             False,
-            True,
+            tool["name"] != "cite",
         )
         assert tool["title"] == hints["title"] and tool["title"]
 
@@ -158,6 +159,11 @@ def test_the_format_schemas_refuse_what_the_formats_forbid(
         ("web_search", {"query": "tidal energy", "org_id": "another-org"}, False),
         ("web_search", {"query": "tidal energy", "max_results": 11}, False),
         ("web_search", {"query": ""}, False),
+        ("cite", {"url": "https://example.org/", "quote": "the seawall is not safe"}, True),
+        ("cite", {"url": "https://example.org/", "quote": ""}, False),
+        ("cite", {"url": "https://example.org/"}, False),
+        ("cite", {"url": "https://example.org/", "quote": "x", "report_id": "someone-else"}, False),
+        ("cite", {"url": "https://example.org/", "quote": "x" * 10_001}, False),
     ],
 )
 def test_the_input_schemas_let_a_model_set_only_its_own_arguments(

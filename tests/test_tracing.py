@@ -7,10 +7,12 @@ what arrives: the job's span must be the child of the orchestrator's span, its p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import string
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import html5lib
@@ -23,11 +25,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import use_span
 
 from tests.support.fake_dns import FakeResolver
+from tests.support.fake_openrouter import KEY, completion, fake_openrouter, url_citation
 from tests.support.fetching import fetch_settings, fetching
-from tests.support.otlp_receiver import otlp_receiver
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support.tls import TestCA, serve
 from tests.test_dashboard import get, serving, text_of
-from worker.config import ConfigError, Settings
+from tests.test_search import searching
+from worker.client import ClientError, ResearchClient, SyncResearchClient
+from worker.config import ConfigError, Secret, Settings
 from worker.serialization import dumps
 from worker.state import keys
 from worker.state.redis_conn import connect
@@ -169,6 +174,7 @@ async def page(request: web.Request) -> web.Response:
 
 
 NETWORK_PHASES = {phases.DNS_AND_GUARDIAN, phases.CONNECT, phases.TLS, phases.FIRST_BYTE}
+FETCH_PHASES = NETWORK_PHASES | {phases.QUEUE_WAIT, phases.MENU_AND_BUDGET, phases.BODY, phases.REDUCE}
 
 
 async def test_a_fetch_enqueued_with_a_traceparent_is_a_child_span_with_its_phases(
@@ -201,10 +207,10 @@ async def test_a_fetch_enqueued_with_a_traceparent_is_a_child_span_with_its_phas
             assert job_span.parent_span_id == f"{context.span_id:016x}"
             for _ in range(100):  # the phases are exported in the same batch or the next
                 children = {s.name for s in receiver.children_of(job_span)}
-                if NETWORK_PHASES | {phases.QUEUE_WAIT} <= children:
+                if children >= FETCH_PHASES:
                     break
                 await asyncio.sleep(0.1)
-            assert NETWORK_PHASES | {phases.QUEUE_WAIT} <= children, children
+            assert children >= FETCH_PHASES, children
             assert job_span.attributes["server.address"] == "traced.site.test"
             assert job_span.attributes["research.report_id"] == report
             assert job_span.attributes["http.response.status_code"] == 200
@@ -325,3 +331,115 @@ async def test_malformed_phases_on_a_line_are_left_out_and_names_escaped(
     )
     assert ["".join(row.find("td").itertext()) for row in rows] == ["<script>alert(1)</script>"]
     assert "<script>alert(1)" not in shown
+
+
+EXPLICIT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def job_span_under(receiver: OtlpReceiver, parent_trace: int, parent_span: int) -> ReceivedSpan:
+    span = await receiver.wait_for("fetch_page")
+    assert span.trace_id == f"{parent_trace:032x}" and span.parent_span_id == f"{parent_span:016x}"
+    return span
+
+
+async def test_a_fetch_inside_the_orchestrators_span_joins_its_trace(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    orchestrator = TracerProvider().get_tracer("orchestrator")
+    async with otlp_receiver() as receiver, serve({"/": page}, ca.server_context()) as server:
+        traced = fetch_settings(settings, ca, otel_traces_endpoint=receiver.url + "/v1/traces")
+        async with fetching(traced, token, report, traced_dns()) as harness:
+            span = orchestrator.start_span("read the annual report")
+            with use_span(span, end_on_exit=True):
+                result = await harness.client.fetch(report, server.url("/", name="traced.site.test"))
+            assert result["ok"] is True
+            context = span.get_span_context()
+            await job_span_under(receiver, context.trace_id, context.span_id)
+
+
+async def test_an_explicit_trace_parent_wins_over_the_current_span(
+    settings: Settings, ca: TestCA, token: str, report: str
+) -> None:
+    explicit = EXPLICIT
+    async with otlp_receiver() as receiver, serve({"/": page}, ca.server_context()) as server:
+        traced = fetch_settings(settings, ca, otel_traces_endpoint=receiver.url + "/v1/traces")
+        async with fetching(traced, token, report, traced_dns()) as harness:
+            other = TracerProvider().get_tracer("elsewhere").start_span("unrelated")
+            with use_span(other, end_on_exit=True):
+                result = await harness.client.fetch(
+                    report, server.url("/", name="traced.site.test"), trace_parent=explicit
+                )
+            assert result["ok"] is True
+            await job_span_under(receiver, 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)
+
+
+async def test_a_malformed_trace_parent_is_the_callers_error_and_nothing_is_enqueued(
+    settings: Settings, token: str, report: str
+) -> None:
+    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", require_worker=False) as client:
+        with pytest.raises(ClientError, match="traceparent"):
+            await client.fetch(report, "https://example.test/", trace_parent="00-xyz")
+        assert await client.redis.zcard(settings.queue_name) == 0
+
+
+async def test_a_model_may_not_set_the_trace(settings: Settings, token: str, report: str) -> None:
+    async with ResearchClient(settings=settings, job_id_prefix=f"{token}-", require_worker=False) as client:
+        result = await client.call_result(
+            "fetch_page",
+            {
+                "url": "https://example.test/",
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            },
+            report_id=report,
+        )
+        assert result["ok"] is False and result["error"]["kind"] == "invalid_request"  # type: ignore[index]
+        assert "traceparent" in result["error"]["message"]  # type: ignore[index]
+        assert await client.redis.zcard(settings.queue_name) == 0
+
+
+def test_the_blocking_client_carries_the_callers_span(settings: Settings, token: str, report: str) -> None:
+    captured: list[object] = []
+
+    async def enqueue(
+        self: object, function: str, kwargs: Mapping[str, object], job_id: str | None = None
+    ) -> str:
+        captured.append(kwargs.get("traceparent"))
+        raise ClientError("stop here")
+
+    span = TracerProvider().get_tracer("script").start_span("notebook cell")
+    context = span.get_span_context()
+    with SyncResearchClient(settings=settings, require_worker=False) as client:
+        original = ResearchClient.enqueue
+        ResearchClient.enqueue = enqueue  # type: ignore[method-assign,assignment]
+        try:
+            with use_span(span, end_on_exit=True), pytest.raises(ClientError, match="stop here"):
+                client.fetch(report, "https://example.test/")
+        finally:
+            ResearchClient.enqueue = original  # type: ignore[method-assign]
+    assert captured == [f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"]
+
+
+async def test_a_search_is_a_span_with_its_provider_phase_and_no_query_text(
+    settings: Settings, token: str, report: str
+) -> None:
+    async with otlp_receiver() as receiver, fake_openrouter() as fake:
+        fake.will(completion([url_citation("https://example.org/a", "First", "About A.")]))
+        traced = dataclasses.replace(
+            settings,
+            openrouter_base_url=fake.base_url,
+            openrouter_api_key=Secret(KEY),
+            otel_traces_endpoint=receiver.url + "/v1/traces",
+        )
+        async with searching(traced, token) as (_, client):
+            result = await client.search(report, "the secret merger of ACME", trace_parent=EXPLICIT)
+        assert result["ok"] is True, result.get("error")
+        span = await receiver.wait_for("web_search")
+        assert span.parent_span_id == EXPLICIT.split("-")[2]
+        for _ in range(100):
+            if phases.SEARCH_PROVIDER in {s.name for s in receiver.children_of(span)}:
+                break
+            await asyncio.sleep(0.1)
+        assert phases.SEARCH_PROVIDER in {s.name for s in receiver.children_of(span)}
+        assert span.attributes["research.results"] == 1
+        everything = repr([(s.name, s.attributes, s.resource) for s in receiver.spans])
+        assert "merger" not in everything and KEY not in everything

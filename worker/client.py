@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import dataclasses
 import functools
-import json
 import threading
 import time
 import uuid
@@ -27,13 +27,13 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
-import orjson
 from arq.connections import ArqRedis
 from arq.jobs import SerializationError
 from redis.exceptions import ResponseError
 
 from jobs.facts import about_of
 from worker import embedded
+from worker.citations import Verifies
 from worker.config import ClientSettings, Settings, redact_url
 from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
@@ -49,6 +49,8 @@ from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
 from worker.state.result_records import About, ErrorResult, Head, as_json
 from worker.state.results import DONE_TTL_MS, ResultStore
+from worker.tool_calls import MODEL_TOOLS, ORCHESTRATOR_ARGUMENTS, model_arguments
+from worker.tracing.context import TRACEPARENT, current_traceparent, parse_traceparent
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
 MAX_BLOCK_S = 30.0
@@ -57,13 +59,6 @@ MAX_BLOCK_S = 30.0
 FRESH_FOR_S = DONE_TTL_MS / 1000 - 5.0
 REMEMBERED_ENQUEUES = 10_000
 
-# The tools a model may call, and the arguments only the orchestrator may set: a tool call that
-# names a report or an organization is trying to spend someone else's budget.
-MODEL_TOOLS: Final = (FETCH_PAGE, WEB_SEARCH)
-ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id"})
-# Far above any valid call (a URL is at most 8,192 characters): arguments past it are refused
-# before they are enqueued, so a model (or an MCP peer) cannot park megabytes in Redis.
-MAX_ARGUMENTS_BYTES: Final = 65_536
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -129,7 +124,7 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
-class ResearchClient:
+class ResearchClient(Verifies):
     """``async with ResearchClient() as client: await client.fetch(report_id, url)``.
 
     With no arguments it reads ``REDIS_URL``, ``RESEARCH_QUEUE`` and ``RESEARCH_CLIENT_WAIT_S``
@@ -198,13 +193,19 @@ class ResearchClient:
         return self._redis
 
     async def search(
-        self, report_id: str, query: str, max_results: int = DEFAULT_MAX_RESULTS, org_id: str | None = None
+        self,
+        report_id: str,
+        query: str,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        org_id: str | None = None,
+        *,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         # The job clamps max_results (jobs/search.py); the client sends what it was given.
         kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
-        return await self.run(WEB_SEARCH, kwargs)
+        return await self._run(WEB_SEARCH, kwargs, self._new_job_id(), None, trace_parent)
 
     async def fetch(
         self,
@@ -218,10 +219,12 @@ class ResearchClient:
         find: str | None = None,
         format: str | None = None,
         render: bool = False,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         """One piece of the page (from ``offset``, at most ``max_chars``), or the matches of ``find``,
         in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
-        take the job's defaults."""
+        take the job's defaults. The job joins the caller's trace: ``trace_parent`` (a W3C
+        traceparent), else the current OpenTelemetry span's, when there is one."""
         kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
@@ -229,7 +232,7 @@ class ResearchClient:
             kwargs["render"] = True
         optional = {"offset": offset, "max_chars": max_chars, "find": find, "format": format}
         kwargs.update({name: value for name, value in optional.items() if value is not None})
-        return await self.run(FETCH_PAGE, kwargs)
+        return await self._run(FETCH_PAGE, kwargs, self._new_job_id(), None, trace_parent)
 
     async def seed_urls(self, report_id: str, urls: Iterable[str]) -> int:
         """Put the briefing's URLs on the report's menu; returns how many were new.
@@ -276,6 +279,7 @@ class ResearchClient:
         org_id: str | None = None,
         wait_s: float | None = None,
         shape: Literal["json"] = "json",
+        trace_parent: str | None = None,
     ) -> str: ...
 
     @overload
@@ -288,6 +292,7 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        trace_parent: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     @overload
@@ -304,6 +309,7 @@ class ResearchClient:
         org_id: str | None = None,
         wait_s: float | None = None,
         shape: str = "json",
+        trace_parent: str | None = None,
     ) -> str | list[dict[str, Any]] | JsonObject:
         """Run a model's tool call as it came and return what to hand back to the model.
 
@@ -326,7 +332,9 @@ class ResearchClient:
             wanted = Shape(shape)
         except ValueError:
             raise ClientError(f"shape must be one of {', '.join(s.value for s in Shape)}") from None
-        result = await self.call_result(name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s)
+        result = await self.call_result(
+            name, arguments, report_id=report_id, org_id=org_id, wait_s=wait_s, trace_parent=trace_parent
+        )
         return anthropic_blocks(result) if wanted is Shape.ANTHROPIC else _json(result)
 
     async def call_result(
@@ -337,26 +345,30 @@ class ResearchClient:
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
+        trace_parent: str | None = None,
     ) -> JsonObject:
         """``call`` without the shaping: the result object of a model's tool call."""
         report = parse_report_id(report_id)
         job_id = self._new_job_id()
         if not isinstance(name, str) or name not in MODEL_TOOLS:
-            unknown = InvalidRequest(
-                f"there is no tool by that name; the tools are {' and '.join(MODEL_TOOLS)}"
-            )
+            unknown = InvalidRequest(f"there is no tool by that name; the tools are {', '.join(MODEL_TOOLS)}")
             return error_result("unknown", report, job_id, unknown)
         try:
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
             return error_result(name, report, job_id, unreadable)
         if ORCHESTRATOR_ARGUMENTS & given.keys():
-            forged = InvalidRequest("report_id and org_id are set by the orchestrator, never by a tool call")
+            named = (
+                "traceparent is"
+                if given.keys() & ORCHESTRATOR_ARGUMENTS == {TRACEPARENT}
+                else "report_id and org_id are"
+            )
+            forged = InvalidRequest(f"{named} set by the orchestrator, never by a tool call")
             return error_result(name, report, job_id, forged, about_of(name, given))
         kwargs = {"report_id": report, **given}
         if org_id is not None and name == WEB_SEARCH:
             kwargs["org_id"] = org_id
-        return await self._run(name, kwargs, job_id, wait_s)
+        return await self._run(name, kwargs, job_id, wait_s, trace_parent)
 
     async def run(
         self, function: str, kwargs: Mapping[str, Any], *, wait_s: float | None = None
@@ -365,8 +377,15 @@ class ResearchClient:
         return await self._run(function, dict(kwargs), self._new_job_id(), wait_s)
 
     async def _run(
-        self, function: str, kwargs: dict[str, Any], job_id: str, wait_s: float | None
+        self,
+        function: str,
+        kwargs: dict[str, Any],
+        job_id: str,
+        wait_s: float | None,
+        trace_parent: str | None = None,
     ) -> JsonObject:
+        if TRACEPARENT not in kwargs and (parent := _trace_parent(trace_parent)) is not None:
+            kwargs[TRACEPARENT] = parent
         if self.require_worker and not await self.workers_alive():
             raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
@@ -509,6 +528,7 @@ class SyncResearchClient:
     search = _blocking(ResearchClient.search)
     fetch = _blocking(ResearchClient.fetch)
     seed_urls = _blocking(ResearchClient.seed_urls)
+    verify = _blocking(ResearchClient.verify)
     set_domains = _blocking(ResearchClient.set_domains)
     call = _blocking(ResearchClient.call)
     run = _blocking(ResearchClient.run)
@@ -519,7 +539,13 @@ class SyncResearchClient:
         if self._loop is None:
             work.close()
             raise ClientNotOpen("open the client first: `with SyncResearchClient(...) as client:`")
-        future: Future[T] = asyncio.run_coroutine_threadsafe(work, self._loop)
+        # The job runs in the caller's context, so its OpenTelemetry span is the job's parent.
+        caller = contextvars.copy_context()
+
+        async def in_caller_context() -> T:
+            return await asyncio.get_running_loop().create_task(work, context=caller)
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(in_caller_context(), self._loop)
         try:
             return future.result()
         except BaseException:
@@ -537,36 +563,15 @@ class SyncResearchClient:
             loop.close()
 
 
-def model_arguments(arguments: object) -> dict[str, Any]:
-    """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
-
-    A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:
-    an integer beyond 64 bits becomes a number the job then refuses, never a serialization error.
-    """
-    if isinstance(arguments, Mapping):
-        try:
-            text: str | bytes = json.dumps(arguments, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            raise InvalidRequest("the tool arguments must be a JSON object of strings and numbers") from None
-    elif isinstance(arguments, str | bytes):
-        text = arguments
-    else:
-        raise InvalidRequest("the tool arguments must be a JSON object")
-    if len(text) > MAX_ARGUMENTS_BYTES:
-        raise InvalidRequest(
-            f"the tool arguments are larger than any valid call ({MAX_ARGUMENTS_BYTES:,} bytes)"
-        )
-    if not text.strip():
-        return {}  # some frameworks send "" for a call without arguments
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise InvalidRequest(
-            "the tool arguments are not JSON a job can carry (malformed, or a number too large)"
-        ) from None
-    if not isinstance(parsed, dict):
-        raise InvalidRequest("the tool arguments must be a JSON object")
-    return parsed
+def _trace_parent(given: str | None) -> str | None:
+    """The trace a job joins: ``given`` when it is a valid traceparent, else the caller's current
+    OpenTelemetry span's (none where the caller does not trace)."""
+    if given is None:
+        return current_traceparent()
+    parent = parse_traceparent(given)
+    if parent is None:
+        raise ClientError("trace_parent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+    return parent
 
 
 def error_result(

@@ -19,6 +19,9 @@ MAX_DOCUMENT_CHARS = 4_000_000
 FIND_CHARS = (1, 200)
 MAX_PAGE_OFFSETS = 5000
 DEFAULT_EXTRACT = EXTRACT_MODES[0]
-# The tools' job names (jobs/fetch.py and jobs/search.py take theirs from here).
+# The tools' job names (jobs/fetch/ and jobs/search.py take theirs from here).
 FETCH_PAGE = "fetch_page"
 WEB_SEARCH = "web_search"
+# Citations (jobs/cite): the agent's tool, and the job that checks a dossier.
+CITE = "cite"
+VERIFY_CITATIONS = "verify_citations"

@@ -24,7 +24,8 @@ from typing import Any
 import click
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import FetchPageTool
+from jobs.cite.tool import CiteTool, VerifyTool
+from jobs.fetch.tool import FetchPageTool
 from jobs.search import WebSearchTool
 from worker import embedded, logs
 from worker.archive.service import SharedArchive
@@ -45,7 +46,7 @@ def tools(resolver: AbstractResolver | None = None) -> tuple[ToolJob, ...]:
     """The tools a worker runs, sharing one evidence archive writer; tests pass a fake resolver,
     production uses the system's."""
     archive = SharedArchive()
-    return (WebSearchTool(archive), FetchPageTool(resolver, archive))
+    return (WebSearchTool(archive), FetchPageTool(resolver, archive), CiteTool(), VerifyTool())
 
 
 def build_worker(settings: Settings, *, burst: bool = False, render: bool = False) -> ResearchWorker:

@@ -30,6 +30,7 @@ from jobs.providers.upstream import Answer, Upstream, json_object, raise_for, re
 from worker.config import Secret, Settings, redact_url
 from worker.errors import RateLimited, ResearchError, UpstreamError
 from worker.logs import fields
+from worker.serialization import JsonObject, JsonValue
 from worker.state.result_records import Citation
 from worker.state.spend import Spend, read_spend
 
@@ -43,7 +44,7 @@ REASONING_MANDATORY = "reasoning is mandatory"
 MAX_SEARCHES_RUN = 1000
 
 # Builds a request body; the flag says whether to send the reasoning-off switch.
-BodyBuilder = Callable[[bool], dict[str, Any]]
+BodyBuilder = Callable[[bool], JsonObject]
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class OpenRouter:
 
         return await retrying(attempt, deadline, PEER)
 
-    async def _post(self, body: dict[str, Any], key: Secret) -> Answer:
+    async def _post(self, body: JsonObject, key: Secret) -> Answer:
         return await self.upstream.send(
             "POST", self.endpoint, data=orjson.dumps(body), headers=self._headers(key)
         )
@@ -147,11 +148,9 @@ class OpenRouter:
         }
 
 
-def common_body(
-    model: str, messages: list[dict[str, str]], org_id: str | None, reasoning_off: bool
-) -> dict[str, Any]:
+def common_body(model: str, messages: list[JsonValue], org_id: str | None, reasoning_off: bool) -> JsonObject:
     """What every search completion asks, whichever way it searches."""
-    body: dict[str, Any] = {
+    body: JsonObject = {
         "model": model,
         "messages": messages,
         "temperature": 0,

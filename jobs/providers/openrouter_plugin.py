@@ -8,11 +8,10 @@ OpenRouter now documents the plugin as deprecated in favour of the server tool
 
 from __future__ import annotations
 
-from typing import Any
-
 from jobs.providers.base import Deadline, Found
 from jobs.providers.openrouter import OpenRouter, billed_citations, common_body
 from worker.config import SearchProvider
+from worker.serialization import JsonObject
 
 
 class PluginSearch:
@@ -27,7 +26,7 @@ class PluginSearch:
     async def search(self, query: str, max_results: int, org_id: str | None, deadline: Deadline) -> Found:
         model = self.client.settings.search_model
 
-        def build(reasoning_off: bool) -> dict[str, Any]:
+        def build(reasoning_off: bool) -> JsonObject:
             return plugin_body(model, query, max_results, org_id, reasoning_off)
 
         completion = await self.client.complete(build, self.client.key_for(org_id), deadline)
@@ -36,7 +35,7 @@ class PluginSearch:
 
 def plugin_body(
     model: str, query: str, max_results: int, org_id: str | None, reasoning_off: bool
-) -> dict[str, Any]:
+) -> JsonObject:
     body = common_body(model, [{"role": "user", "content": query}], org_id, reasoning_off)
     body["plugins"] = [{"id": "web", "max_results": max_results}]
     return body

@@ -22,11 +22,10 @@ documentation is silent, the worker assumes and handles both readings:
 
 from __future__ import annotations
 
-from typing import Any
-
 from jobs.providers.base import Deadline, Found
 from jobs.providers.openrouter import OpenRouter, billed_citations, common_body
 from worker.config import SearchProvider
+from worker.serialization import JsonObject, JsonValue
 
 TOOL_TYPE = "openrouter:web_search"
 SEARCH_ONCE = (
@@ -49,7 +48,7 @@ class ServerToolSearch:
     async def search(self, query: str, max_results: int, org_id: str | None, deadline: Deadline) -> Found:
         settings = self.client.settings
 
-        def build(reasoning_off: bool) -> dict[str, Any]:
+        def build(reasoning_off: bool) -> JsonObject:
             return tool_body(
                 settings.search_model, query, max_results, org_id, settings.search_engine, reasoning_off
             )
@@ -60,10 +59,13 @@ class ServerToolSearch:
 
 def tool_body(
     model: str, query: str, max_results: int, org_id: str | None, engine: str | None, reasoning_off: bool
-) -> dict[str, Any]:
-    messages = [{"role": "system", "content": SEARCH_ONCE}, {"role": "user", "content": query}]
+) -> JsonObject:
+    messages: list[JsonValue] = [
+        {"role": "system", "content": SEARCH_ONCE},
+        {"role": "user", "content": query},
+    ]
     body = common_body(model, messages, org_id, reasoning_off)
-    parameters: dict[str, Any] = {"max_results": max_results, "max_total_results": max_results}
+    parameters: JsonObject = {"max_results": max_results, "max_total_results": max_results}
     if engine is not None:
         parameters["engine"] = engine
     body["tools"] = [{"type": TOOL_TYPE, "parameters": parameters}]

@@ -2,7 +2,7 @@
 
 Fetch workers never start a browser: a ``fetch_page`` with ``render: true`` (or a script shell
 under ``RESEARCH_RENDER=auto``) is validated, checked against the menu and charged on the fetch
-worker, then handed to this job on the render queue (``jobs/render/delegate.py``), so a browser's
+worker, then handed to this job on the render queue (``jobs/fetch/handoff.py``), so a browser's
 memory lives only in the processes that opted in. The job reads like the fetch: check the URL and
 the menu again (the queue is internal, but a check costs nothing), fetch the document through the
 guarded fetcher with the menu's hop rule, render it (``jobs/render/page.py``), reduce the DOM with
@@ -21,11 +21,14 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import PageJob, hop_rule, page_of, require_on_menu, time_bound
-from jobs.fetcher import Fetcher, FetchLimits
+from jobs.fetch.hops import report_rule, require_on_menu
+from jobs.fetch.network import fetch_limits, time_bound
+from jobs.fetch.page import page_of
+from jobs.fetch.request import PageJob, text_format
+from jobs.fetcher import Fetcher
 from jobs.reader.content_types import HTML_TYPES, parse_content_type
 from jobs.reader.document import build_document
-from jobs.reader.formats import FORMATS, TEXT
+from jobs.reader.formats import TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
 from jobs.render.pool import Browsers, browsers_for
@@ -77,12 +80,9 @@ class RenderPageTool(PageJob):
             self._playwright, launcher, policy, self._resolver, runtime, min(settings.max_jobs, RENDER_SLOTS)
         )
         self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver, self._browsers)
-        limits = FetchLimits(
-            max_bytes=settings.fetch_max_bytes,
-            max_pdf_bytes=settings.fetch_max_pdf_bytes,
-            max_redirects=settings.fetch_max_redirects,
+        self._fetcher = Fetcher(
+            guarded_session(settings, policy, self._resolver), policy, fetch_limits(settings)
         )
-        self._fetcher = Fetcher(guarded_session(settings, policy, self._resolver), policy, limits)
 
     async def stop(self) -> None:
         if self._browsers is not None:
@@ -94,9 +94,7 @@ class RenderPageTool(PageJob):
 
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
         url, extract, deadline_at = _parse(arguments)
-        fmt = arguments.get("format", TEXT)
-        if fmt not in FORMATS:
-            raise InvalidRequest("format must be 'markdown' or 'text'")
+        fmt = text_format(arguments.get("format", TEXT))
         if self._renderer is None or self._fetcher is None:
             raise RuntimeError("render_page was not started by this worker")
         settings = job.settings
@@ -109,7 +107,7 @@ class RenderPageTool(PageJob):
             await require_on_menu(menu, job.report_id, target)
             seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
             async with time_bound(seconds, target):
-                fetched = await self._fetcher.get(target, hop_rule(menu, job.report_id))
+                fetched = await self._fetcher.get(target, report_rule(menu, job.report_id))
         except GuardianRefusal as refusal:
             job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
@@ -154,7 +152,7 @@ class RenderPageTool(PageJob):
             max_chars=settings.fetch_max_chars,
             cpu_budget_s=settings.reduce_cpu_budget_s,
             body_truncated=rendered.truncated or fetched.truncated,
-            format=str(fmt),
+            format=fmt,
         )
         page = page_of(target, fetched, document, settings.fetch_max_chars)
         page = dataclasses.replace(

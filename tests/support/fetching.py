@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
-from jobs.fetch import FetchPageTool
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.tls import TestCA
 from tests.support.workers import running_worker

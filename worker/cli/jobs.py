@@ -71,6 +71,7 @@ async def _run_job(
     seed: list[str],
     report_id: str,
     what: str,
+    judged: Callable[[JsonObject], int] | None = None,
 ) -> int:
     settings, found = locate(settings)
     redis = await reach(found, settings, REACH_S)
@@ -89,6 +90,8 @@ async def _run_job(
     except RedisOutOfMemory:
         raise RedisFull(found.url) from None
     print_json(result)
+    if judged is not None and "error" not in result:
+        return judged(result)  # an answer that is not one job's result (verify)
     if result.get("ok"):
         return Exit.OK
     error = result.get("error")

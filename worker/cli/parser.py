@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="research-worker",
         description=(
-            "Safe, bounded web access for a research agent: an arq worker with two tools, web_search "
-            "and fetch_page, and the commands to run it, call it and watch it."
+            "Safe, bounded web access for a research agent: an arq worker with two tools on the web, "
+            "web_search and fetch_page, a third, cite, that checks a quote against what was fetched, "
+            "and the commands to run it, call it and watch it."
         ),
         epilog=f"{EXIT_CODES}\n\n{ENVIRONMENT}",
         formatter_class=HelpFormatter,
@@ -165,7 +166,7 @@ def _job_commands(command: AddCommand) -> None:
 
 
 def _report_commands(command: AddCommand) -> None:
-    """`check-url`, `budget` and `archive`: looks at a URL and at a report."""
+    """`check-url`, `budget`, `archive` and `verify`: looks at a URL and at a report."""
     check = command(
         "check-url",
         "print the guardian's verdict on a URL as one JSON line; never connects",
@@ -200,6 +201,16 @@ def _report_commands(command: AddCommand) -> None:
     archive.add_argument(
         "-o", "--output", default="-", metavar="FILE", help="where to write the file; - for stdout"
     )
+
+    verify = command(
+        "verify",
+        "check a dossier's quotes against what a report fetched; print one JSON object (docs/citations.md)",
+        "  research-worker verify r-1 dossier.json\n  research-worker verify r-1 - --wait 300",
+        "verify:cmd_verify",
+    )
+    verify.add_argument("report_id", metavar="REPORT", help="the report whose fetches the quotes cite")
+    verify.add_argument("file", metavar="FILE", help='a JSON list of {"url", "quote"}; - for stdin')
+    _waiting_options(verify)
 
 
 def _serving_commands(command: AddCommand) -> None:

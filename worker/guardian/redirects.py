@@ -19,11 +19,32 @@ from worker.limits import MAX_URL_LENGTH
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-# The report's rule for a redirect to another site (jobs/fetch.py's hop_rule): it returns when the
-# hop may be followed and raises the refusal (url_not_in_menu, domain_not_allowed, ...) when not.
-# Asked for every hop to another site, by the fetcher as it follows the hops and by the page cache
-# for hops another report's fetch followed.
+# The report's rule for a redirect to another site (jobs/fetch/hops.py's report_rule): it returns
+# when the hop may be followed and raises the refusal (url_not_in_menu, domain_not_allowed, ...)
+# when not. Asked for every hop to another site, by the fetcher as it follows the hops and by the
+# page cache for hops another report's fetch followed.
 HopRule = Callable[[Target, Target], Awaitable[None]]
+
+
+class HopLog:
+    """One fetch's redirects to other sites: each asked of the report's rule; the ones followed
+    recorded (the page cache keeps them, and every report that reads the page asks its own rule
+    again), and the host whose answer ends the chain (a Retry-After holds that host)."""
+
+    def __init__(self, rule: HopRule, first: Target) -> None:
+        self.rule = rule
+        self.followed: list[tuple[str, str]] = []
+        self.answering = first
+
+    async def follow(self, current: Target, following: Target) -> None:
+        """A hop this fetch takes: judged, then recorded."""
+        await self.rule(current, following)
+        self.followed.append((current.url, following.url))
+        self.answering = following
+
+    @property
+    def hops(self) -> tuple[tuple[str, str], ...]:
+        return tuple(self.followed)
 
 
 async def follow_any(current: Target, following: Target) -> None:

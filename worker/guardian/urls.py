@@ -112,7 +112,11 @@ def _shown_scheme(scheme: str) -> str:
 
 def check_url(raw: str, policy: ClassifiesAddresses) -> Target:
     """The raw checks, then the address policy when the host is an IP literal."""
-    target = parse_https_url(raw)
+    return check_address(parse_https_url(raw), policy)
+
+
+def check_address(target: Target, policy: ClassifiesAddresses) -> Target:
+    """A parsed URL judged by the address policy when its host is an IP literal."""
     if target.address is not None:
         verdict = policy.classify(target.address)
         if not verdict.allowed:

@@ -1,4 +1,4 @@
-"""``research-worker mcp``: the two tools served over the Model Context Protocol (docs/mcp.md).
+"""``research-worker mcp``: the tools served over the Model Context Protocol (docs/mcp.md).
 
 ``tools`` builds the SDK server whose calls go through ``ResearchClient`` like any job;
 ``stdio`` serves it to one local host process; ``http`` serves it over streamable HTTP behind

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import TypedDict, cast
+from typing import Final, NotRequired, TypedDict, cast
 
 from worker.errors import ErrorKind, ResearchError
 from worker.limits import FETCH_PAGE, WEB_SEARCH
@@ -32,12 +32,44 @@ PAGE_TOOLS = frozenset({FETCH_PAGE, RENDER_PAGE})
 MAX_MESSAGE_CHARS = 1000
 SURROGATES = re.compile("[\ud800-\udfff]")
 HEAD = ("ok", "tool", "report_id", "job_id")
+# What a result says beside its records' own fields, worked out as it is written: whether the page
+# (or the search's answer) is in the evidence archive.
+ARCHIVED = "archived"
+PAGE_DERIVED: Final = {ARCHIVED: bool}
+SEARCH_DERIVED: Final = {ARCHIVED: bool}
 
 
 class Citation(TypedDict):
     title: str
     url: str
     snippet: str
+
+
+class CitedPart(TypedDict):
+    offset: int
+    length: int
+
+
+class CitationCheck(TypedDict):
+    """A quote checked against what a report fetched: a ``cite`` result's fields, and each of a
+    ``verify``'s citations (docs/citations.md). The fields after ``status`` when it was found."""
+
+    url: str
+    quote: str
+    status: str  # "verified", "approximate", "not_found" or "not_fetched"
+    offset: NotRequired[int]
+    length: NotRequired[int]
+    page: NotRequired[int]
+    matched_text: NotRequired[str]
+    context: NotRequired[str]
+    sha256: NotRequired[str | None]
+    archive_record: NotRequired[str | None]
+    fetched_at: NotRequired[str | None]
+    format: NotRequired[str]
+    extract: NotRequired[str]
+    source: NotRequired[str]  # "kept" or "archive"
+    parts: NotRequired[list[CitedPart]]  # an elided quote's parts
+    note: NotRequired[str]  # a not_found whose text is gone from the kept documents and the archive
 
 
 class About(TypedDict, total=False):
@@ -184,7 +216,7 @@ def _fields_json(given: Fields) -> JsonObject:
             "provider": given.provider,
         }
         if given.asked:
-            shown.update(archived=given.archive_record is not None, archive_record=given.archive_record)
+            shown.update({ARCHIVED: given.archive_record is not None, "archive_record": given.archive_record})
         return shown
     shown = {**_page_json(given.page), "cached": given.cached}
     if given.piece is not None:
@@ -198,7 +230,7 @@ def _page_json(page: Page) -> JsonObject:
         (page.pages_read if page.pages_read is not None else page.pages) if page.pages is not None else None
     )
     shown = _declared_json(replace(page, pages_read=pages_read))
-    shown["archived"] = page.archive_record is not None
+    shown[ARCHIVED] = page.archive_record is not None
     shown["script_shell"] = page.script_shell and not page.rendered
     return shown
 

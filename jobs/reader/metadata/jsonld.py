@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
+# A JSON-LD node as the page wrote it: arbitrary JSON, each value checked where it is read.
+Node: TypeAlias = "dict[str, Any]"
 MAX_NODES = 2000
 MAX_LIST = 200
 MAX_DEPTH = 16
@@ -145,7 +147,7 @@ def read_into(found: JsonLd, value: Any) -> None:
     """Fill what ``found`` still lacks from one parsed script."""
     nodes = _objects(value)
     # A reference ({"@id": ...} alone) is not the object it names.
-    ids: dict[str, dict[str, Any]] = {}
+    ids: dict[str, Node] = {}
     for node in nodes:
         if isinstance(node.get("@id"), str) and len(node) > 1:
             ids.setdefault(node["@id"], node)
@@ -164,9 +166,9 @@ def read_into(found: JsonLd, value: Any) -> None:
         found.language = _language(site.get("inLanguage"), ids)
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: Any) -> list[Node]:
     """The objects in ``value`` in document order, within the bounds."""
-    nodes: list[dict[str, Any]] = []
+    nodes: list[Node] = []
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack and len(nodes) < MAX_NODES:
         item, depth = stack.pop()
@@ -183,7 +185,7 @@ def _objects(value: Any) -> list[dict[str, Any]]:
     return nodes
 
 
-def _types(node: dict[str, Any]) -> set[str]:
+def _types(node: Node) -> set[str]:
     kind = node.get("@type")
     if isinstance(kind, str):
         return {_short(kind)}
@@ -196,7 +198,7 @@ def _short(kind: str) -> str:
     return kind.rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower()
 
 
-def _fill(found: JsonLd, node: dict[str, Any], ids: dict[str, dict[str, Any]]) -> None:
+def _fill(found: JsonLd, node: Node, ids: dict[str, Node]) -> None:
     if found.type is None:
         found.type = _string(node.get("@type"))  # of ["Article", "BlogPosting"], the first
     if found.headline is None:
@@ -241,14 +243,14 @@ def _string(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _resolve(value: Any, ids: dict[str, dict[str, Any]]) -> Any:
+def _resolve(value: Any, ids: dict[str, Node]) -> Any:
     """A ``{"@id": ...}`` reference as the object it names, when the script holds it."""
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("@id"), str):
         return ids.get(value["@id"], value)
     return value
 
 
-def _name(node: dict[str, Any], ids: dict[str, dict[str, Any]]) -> str | None:
+def _name(node: Node, ids: dict[str, Node]) -> str | None:
     name = _string(node.get("name"))
     if name is None:
         given, family = _string(node.get("givenName")), _string(node.get("familyName"))
@@ -257,7 +259,7 @@ def _name(node: dict[str, Any], ids: dict[str, dict[str, Any]]) -> str | None:
     return name or _string(node.get("alternateName"))
 
 
-def _names(value: Any, ids: dict[str, dict[str, Any]]) -> list[str]:
+def _names(value: Any, ids: dict[str, Node]) -> list[str]:
     items = value[:MAX_AUTHOR_VALUES] if isinstance(value, list) else [value]
     names: list[str] = []
     for item in items:
@@ -275,14 +277,14 @@ def _names(value: Any, ids: dict[str, dict[str, Any]]) -> list[str]:
     return names
 
 
-def _language(value: Any, ids: dict[str, dict[str, Any]]) -> str | None:
+def _language(value: Any, ids: dict[str, Node]) -> str | None:
     value = _resolve(_first(value), ids)
     if isinstance(value, dict):
         return _string(value.get("alternateName")) or _string(value.get("name"))
     return value if isinstance(value, str) else None
 
 
-def _doi(node: dict[str, Any]) -> str | None:
+def _doi(node: Node) -> str | None:
     for key in ("doi", "identifier", "sameAs"):
         values = node.get(key)
         for value in values[:MAX_LIST] if isinstance(values, list) else [values]:

@@ -44,12 +44,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from importlib import resources
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from redis.exceptions import RedisError
 
 from worker.errors import HttpStatus, ResearchError, Timeout
-from worker.guardian.redirects import HopRule
+from worker.guardian.redirects import HopLog, HopRule
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -78,6 +78,8 @@ if TYPE_CHECKING:
     from worker.metrics import Metrics
 
 log = logging.getLogger("research.page_cache")
+# What a fetch makes beyond its page, handed back to the job that fetched (never to waiters).
+Made = TypeVar("Made")
 
 # An entry is the reduced page: at most 40,000 characters of text (up to 160 KB of UTF-8, usually
 # 40 KB) and up to 500 links. Larger entries are not kept; typical pages are 20 to 100 KB.
@@ -157,20 +159,23 @@ class ServedFrom(StrEnum):
 
 
 @dataclass(frozen=True)
-class Fresh:
-    """What a fetch produced: the page, whether its response allows keeping it, and its whole
-    document ready to keep (kept as the flight ends, in the same step; alone with the cache off)."""
+class Fresh(Generic[Made]):
+    """What a fetch produced: the page, whether its response allows keeping it, its whole
+    document ready to keep (kept as the flight ends, in the same step; alone with the cache off),
+    and what else the fetch made that its own job reads (the whole text, in hand)."""
 
     page: Page
     storable: bool
     keeping: Keeping | None = None
+    made: Made | None = None
 
 
 @dataclass(frozen=True)
-class Served:
+class Served(Generic[Made]):
     page: Page
     source: ServedFrom
     kept: Kept | None = None  # the page's kept document, when the cache read the page from it
+    made: Made | None = None  # what this job's own fetch made (``Fresh.made``), when it fetched
 
     @property
     def cached(self) -> bool:
@@ -178,9 +183,9 @@ class Served:
         return self.source is not ServedFrom.FETCHED
 
 
-# The fetch a leading job runs: given the report's hop rule (wrapped so the cache learns the hops),
-# it fetches and reduces the page.
-FetchFresh = Callable[[HopRule], Awaitable[Fresh]]
+# The fetch a leading job runs: it fetches and reduces the page, its hops followed through the
+# job's HopLog (which the cache reads for the hops it keeps).
+FetchFresh = Callable[[], Awaitable[Fresh[Made]]]
 
 
 def url_digest(url: str) -> str:
@@ -239,19 +244,20 @@ class PageCache:
         *,
         fresh: bool,
         until: float,
-        may_follow: HopRule,
-        fetch: FetchFresh,
-    ) -> Served:
+        hops: HopLog,
+        fetch: FetchFresh[Made],
+    ) -> Served[Made]:
         """The page from the cache, from a flight in progress, or fetched by this job (``fetch``).
 
         ``fresh`` skips the cache but still joins a flight in progress, and what it fetches
         replaces the cached copy. ``until`` (loop time) bounds the wait for another job's fetch.
+        Another job's hops are asked of ``hops``'s rule; this job's own are followed through it.
         """
         if not self.enabled:
-            fetched = await fetch(may_follow)
+            fetched = await fetch()
             if fetched.keeping is not None:
                 await fetched.keeping.keep()
-            return Served(fetched.page, ServedFrom.FETCHED)
+            return Served(fetched.page, ServedFrom.FETCHED, made=fetched.made)
         await self._room.keep_headroom()
         digest = url_digest(target.url)
         entry = keys.page(self._queue, extract, digest)
@@ -264,7 +270,7 @@ class PageCache:
             reply = await relieving(self._redis, self._queue, join)
             kind, value = (bytes(part) for part in cast(list[bytes], reply))
             if kind == b"hit":
-                served = await self._hit(decode(value), target, may_follow)
+                served: Served[Made] | None = await self._hit(decode(value), target, hops.rule)
                 if served is not None:
                     self._metrics.page_cache_hits.inc()
                     return served
@@ -277,12 +283,12 @@ class PageCache:
                 outcome = await self._wait(target, lease, value.decode(), until)
                 if outcome is None or isinstance(outcome, Abandoned):
                     continue  # the fetcher died or gave up: take over (or join whoever did)
-                return await _reuse(outcome, ServedFrom.FLIGHT, may_follow)
+                return await _reuse(outcome, ServedFrom.FLIGHT, hops.rule)
             if not fresh:
                 self._metrics.page_cache_misses.inc()
-            return await self._lead(target, entry, lease, token, may_follow, fetch)
+            return await self._lead(entry, lease, token, hops, fetch)
 
-    async def _hit(self, entry: object, target: Target, may_follow: HopRule) -> Served | None:
+    async def _hit(self, entry: object, target: Target, may_follow: HopRule) -> Served[Made] | None:
         """What a cache entry serves: its page (read from its kept document, when it names one) or
         its failure; None for an entry this worker cannot use (another shape, another URL, or a
         document since shed or expired)."""
@@ -298,22 +304,16 @@ class PageCache:
         return None
 
     async def _lead(
-        self, target: Target, entry: str, lease: str, token: str, may_follow: HopRule, fetch: FetchFresh
-    ) -> Served:
-        hops: list[Hop] = []
-
-        async def recording(current: Target, following: Target) -> None:
-            await may_follow(current, following)
-            hops.append((current.url, following.url))
-
+        self, entry: str, lease: str, token: str, hops: HopLog, fetch: FetchFresh[Made]
+    ) -> Served[Made]:
         async def renew() -> object:
             return await self._renew(keys=[lease], args=[token, LEASE_MS])
 
         try:
             async with renewed(renew, lease):
-                fetched = await fetch(recording)
+                fetched = await fetch()
         except ResearchError as error:
-            failure = failure_of(error, tuple(hops))
+            failure = failure_of(error, hops.hops)
             gone = isinstance(error, HttpStatus) and error.status in GONE_STATUSES
             await asyncio.shield(
                 self._publish(entry, lease, token, failure or Abandoned(), self._gone_ttl_ms if gone else 0)
@@ -324,10 +324,10 @@ class PageCache:
             # the lease.
             await asyncio.shield(self._publish(entry, lease, token, Abandoned(), 0))
             raise
-        page = replace(fetched.page, hops=tuple(hops))
+        page = replace(fetched.page, hops=hops.hops)
         keep_ms = self._ttl_ms if fetched.storable else 0
         await self._publish(entry, lease, token, page, keep_ms, fetched.keeping)
-        return Served(page, ServedFrom.FETCHED)
+        return Served(page, ServedFrom.FETCHED, made=fetched.made)
 
     async def _publish(
         self,
@@ -445,7 +445,7 @@ async def _check_hops(hops: tuple[Hop, ...], may_follow: HopRule) -> None:
         await may_follow(parse_https_url(came_from), parse_https_url(went_to))
 
 
-async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served:
+async def _reuse(outcome: Page | Failure, source: ServedFrom, may_follow: HopRule) -> Served[Made]:
     """Another job's page or failure, after its cross-site hops pass this report's own rule."""
     await _check_hops(outcome.hops, may_follow)
     if isinstance(outcome, Failure):

@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from worker.errors import ErrorKind, ResearchError, Timeout
+from worker.logs import fields
+from worker.serialization import JsonObject
 from worker.state import health
+from worker.state.budget import Tool
 from worker.state.pages.entry import Page
 from worker.state.queue import Enqueuer
 from worker.state.result_records import RENDER_PAGE, ErrorResult, FetchFields
 from worker.state.results import ResultStore
+from worker.tracing.context import TRACEPARENT
+from worker.tracing.phases import RENDER, phase
 
 if TYPE_CHECKING:
     from worker.guardian.urls import Target
     from worker.runtime.context import JobContext
+
+log = logging.getLogger("research.fetch")
 
 RENDER_JOB = RENDER_PAGE
 
@@ -46,16 +54,19 @@ async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: s
     render_id = f"{job.job_id}:render"
     loop = asyncio.get_running_loop()
     left = until - loop.time()
-    kwargs: dict[str, Any] = {
+    kwargs: JsonObject = {
         "report_id": job.report_id,
         "url": target.url,
         "extract": extract,
         "format": fmt,
         "deadline_at": time.time() + left,
     }
-    await Enqueuer(runtime.redis, queue, runtime.clock).enqueue(RENDER_JOB, render_id, kwargs)
-    store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
-    result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
+    if job.traceparent is not None:
+        kwargs[TRACEPARENT] = job.traceparent  # the render job's span is a child of this job's
+    with phase(RENDER):
+        await Enqueuer(runtime.redis, queue, runtime.clock).enqueue(RENDER_JOB, render_id, kwargs)
+        store = ResultStore(runtime.redis, ttl_s=runtime.settings.result_ttl_s, queue_name=queue)
+        result = await store.wait(render_id, max(0.1, left)) or await store.read(render_id)
     if result is None:
         raise Timeout(f"the render of {target.host} did not finish within the fetch's time")
     if isinstance(result, ErrorResult):
@@ -64,3 +75,18 @@ async def render_on_worker(job: JobContext, target: Target, extract: str, fmt: s
     if not isinstance(result.fields, FetchFields):
         raise relayed(ErrorKind.INTERNAL_ERROR)("the render worker's result was not a page")
     return result.fields.page
+
+
+async def auto_render(job: JobContext, target: Target, extract: str, fmt: str, until: float) -> Page | None:
+    """RESEARCH_RENDER=auto: a script shell is rendered unasked while the render budget lasts; None
+    when it cannot be (no budget, no render worker, a failed render), and the static page stands,
+    saying ``script_shell``."""
+    try:
+        await job.charge(Tool.RENDER)
+        return await render_on_worker(job, target, extract, fmt, until)
+    except ResearchError as failure:
+        log.info(
+            "a script shell was not rendered",
+            extra=fields(job_id=job.job_id, host=target.host, kind=failure.kind.value),
+        )
+        return None

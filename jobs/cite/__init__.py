@@ -1,0 +1,1 @@
+"""Citations: quotes checked against what a report fetched (docs/citations.md)."""
