@@ -14,6 +14,8 @@ isolation is unchanged: each browser still serves exactly one page and is killed
   than ``MAX_IDLE_S``) is retired and replaced, never handed out; a keeper checks every ``KEEP_S``.
 - After the page, the tree is killed at once (on the clock, a signal); Playwright's reaping of it
   and the profile's removal run in the background, and a replacement is already launching.
+- The browsers held (ready, launching, serving) never outnumber the render slots: a replacement
+  launches after its predecessor's page, not during it (on a busy machine they would share the CPU).
 - ``stop()`` (the worker's clean stop) waits for the launches in flight and kills every browser.
 """
 
@@ -207,11 +209,10 @@ class WarmPool(Browsers):
         return True
 
     def _fill(self) -> None:
-        """Launch until the ready, the launching and the serving make the pool, plus one per render
-        waiting: at rest the worker holds no more browsers than the pool's size."""
-        while (
-            not self._closed
-            and len(self._ready) + len(self._launching) + self._serving < self._size + self._waiting
+        """Launch until the browsers (ready, launching, serving) make the pool, or one for each render
+        serving or waiting if that is more: never more browsers than the worker has render slots."""
+        while not self._closed and len(self._ready) + len(self._launching) + self._serving < max(
+            self._size, self._serving + self._waiting
         ):
             task = asyncio.get_running_loop().create_task(self._launch())
             self._launching.add(task)
@@ -232,7 +233,8 @@ class WarmPool(Browsers):
                 self._failure = exc
             self._arrived.set()
             return
-        self._count_launch(started, "ahead")
+        # A render waiting for a browser waited for this launch: it was on that render's clock.
+        self._count_launch(started, "on_clock" if self._waiting else "ahead")
         warm = _Warm(launched, proxy, asked)
         if self._closed:
             self._end(warm)
