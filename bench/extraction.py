@@ -30,6 +30,12 @@ by side with their CPU time (target: Markdown within 0.003 F1 of the text, and a
 time; the reducer carries the structure in both formats, so the difference is what rendering
 Markdown costs).
 
+The Markdown's links are numbered references to the result's ``links`` (``[text][n]``); it is read
+with those links written as definitions after it (bench/structure.py writes them), as a renderer
+given the result would show it. Its size is printed against the text format's (target: at most
+1.08 times its characters), and so is how many of the pages' own headings and list items it marks,
+beside trafilatura's Markdown (bench/structure.py says how the gold is read from the markup).
+
 Usage: ``python bench/extraction.py [--corpus NAME] [--worst N] [--languages] [--halves]``.
 """
 
@@ -52,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.structure import Gold, Tally, gold, references  # noqa: E402
 from jobs.reader.document import build_document  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "extraction"
@@ -84,6 +91,8 @@ class Run:
     texts: dict[str, str] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
     fell_back: set[str] = field(default_factory=set)
+    raw: dict[str, str] = field(default_factory=dict)  # the result's text as the agent gets it
+    resolved: dict[str, str] = field(default_factory=dict)  # Markdown with its references defined
 
 
 # Metrics ------------------------------------------------------------------------------------
@@ -231,7 +240,9 @@ async def run_ours(pages: list[Page], extract: str, fmt: str = "text") -> Run:
             format=fmt,
         )
         run.seconds.append(time.process_time() - started)
-        run.texts[page.key] = document.text if fmt == "text" else markdown_text(document.text)
+        run.raw[page.key] = document.text
+        run.resolved[page.key] = f"{document.text}\n\n{references(document.links)}"
+        run.texts[page.key] = document.text if fmt == "text" else markdown_text(run.resolved[page.key])
         if extract == "main" and document.extraction == "full":
             run.fell_back.add(page.key)
     return run
@@ -333,6 +344,7 @@ def report_formats(corpus: str, pages: list[Page], text_runs: list[Run], markdow
         f"{'':8} {'F1 text':>8} {'F1 md':>8} {'delta':>7} {'p50 text':>9} {'p50 md':>8} "
         f"{'CPU s text':>10} {'CPU s md':>9} {'time':>7}"
     )
+    sizes: list[str] = []
     for text, markdown in zip(text_runs, markdown_runs, strict=True):
         f1_text = SCORERS[corpus](pages, text.texts)[0]
         f1_md = SCORERS[corpus](pages, markdown.texts)[0]
@@ -343,6 +355,53 @@ def report_formats(corpus: str, pages: list[Page], text_runs: list[Run], markdow
             f"{percentile([s * 1000 for s in markdown.seconds], 50):8.1f} {total_text:10.2f} {total_md:9.2f} "
             f"{(total_md / total_text - 1) * 100 if total_text else 0.0:+6.1f}%"
         )
+        chars_text = sum(len(value) for value in text.raw.values())
+        chars_md = sum(len(value) for value in markdown.raw.values())
+        at_cap = sum(1 for value in markdown.raw.values() if len(value) >= MAX_CHARS)
+        text_cap = sum(1 for value in text.raw.values() if len(value) >= MAX_CHARS)
+        sizes.append(
+            f"{text.name.removeprefix('ours '):8} {chars_text:10,} {chars_md:10,} "
+            f"{chars_md / chars_text if chars_text else 0.0:7.3f}x {text_cap:>9}/{at_cap}"
+        )
+    print(f"\nMarkdown size on {corpus}: characters of the results; target: Markdown <= 1.08x the text")
+    print(f"{'':8} {'text':>10} {'markdown':>10} {'ratio':>8} {'at the cap (text/md)':>20}")
+    for line in sizes:
+        print(line)
+
+
+def report_structure(corpus: str, pages: list[Page], runs: dict[str, dict[str, str]]) -> None:
+    """The share of the pages' own headings and list items each extractor's Markdown marks."""
+    golds: dict[str, Gold] = {page.key: gold(page.body, reference_text(page)) for page in pages}
+    print(f"\nstructure on {corpus}: headings and list items of the reference marked in the Markdown")
+    print("target: ours main at least trafilatura's Markdown, each")
+    tallies = {}
+    for name, texts in runs.items():
+        tally = Tally()
+        for page in pages:
+            tally.add(golds[page.key], texts[page.key])
+        tallies[name] = tally
+    first = next(iter(tallies.values()), Tally())
+    print(f"{'':28} {'headings':>9} {'list items':>11}   (gold: {first.gold_headings}, {first.gold_items})")
+    for name, tally in tallies.items():
+        headings, items = tally.shares()
+        print(f"{name:28} {headings:9.1%} {items:11.1%}")
+
+
+def trafilatura_markdown(pages: list[Page]) -> dict[str, str] | None:
+    try:
+        import trafilatura
+    except ImportError:
+        return None
+    found: dict[str, str] = {}
+    for page in pages:
+        try:
+            text = trafilatura.extract(
+                page.body, output_format="markdown", include_comments=False, include_tables=True
+            )
+        except Exception:  # a crash counts as an empty extraction
+            text = None
+        found[page.key] = text or ""
+    return found
 
 
 def report_groups(title: str, corpus: str, groups: dict[str, list[Page]], runs: list[Run]) -> None:
@@ -380,6 +439,7 @@ async def main() -> None:
     parser.add_argument("--languages", action="store_true", help="F1 per language of the page")
     parser.add_argument("--halves", action="store_true", help="F1 on each fixed half of each corpus")
     parser.add_argument("--ours-only", action="store_true", help="skip trafilatura and readability")
+    parser.add_argument("--structure", action="store_true", help="only the headings and list items marked")
     args = parser.parse_args()
     others = {} if args.ours_only else competitors()
     ran = False
@@ -389,11 +449,20 @@ async def main() -> None:
             print(f"{corpus}: skipped, {DATA / corpus} is absent")
             continue
         ran = True
-        runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
         markdown_runs = [await run_ours(pages, "main", "markdown"), await run_ours(pages, "full", "markdown")]
+        structured = {f"{run.name}": run.resolved for run in markdown_runs}
+        if args.structure:
+            if (theirs := trafilatura_markdown(pages)) is not None:
+                structured["trafilatura markdown"] = theirs
+            report_structure(corpus, pages, structured)
+            continue
+        runs = [await run_ours(pages, "main"), await run_ours(pages, "full")]
         runs += [run_competitor(pages, name, fn) for name, fn in others.items()]
         report(corpus, pages, runs)
         report_formats(corpus, pages, runs[:2], markdown_runs)
+        if not args.ours_only and (theirs := trafilatura_markdown(pages)) is not None:
+            structured["trafilatura markdown"] = theirs
+        report_structure(corpus, pages, structured)
         if args.halves:
             halves: dict[str, list[Page]] = defaultdict(list)
             for page in pages:

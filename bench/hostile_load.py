@@ -14,7 +14,9 @@ The PDF flood (issue 24): six PDFs of a few KB (tests/support/pdfs.py ``costly_s
 page that makes PDFium parse 150 MiB of operators, seconds of CPU each) from one site, then at once
 an 18 KB article from another site, timed from its enqueue to its result.
 
-    python bench/hostile_load.py [--scenario both|hostile|pdf] [--hostile 40] [--pdfs 6] [--rounds 2]
+    python bench/hostile_load.py [--scenario both|hostile|pdf|scan] [--hostile 40] [--pdfs 6] [--rounds 2]
+
+``--scenario scan`` (issue 39) queues three-page scans instead, each OCR'd in the PDF children.
 
 Targets (issue 19): with 40 hostile 2 MiB pages queued on one worker, the small page enqueued after
 them completes within 2 s and the refused fetch within 0.5 s. Before CPU slots (16 job slots that
@@ -84,9 +86,13 @@ def serve(cert_dir: Path, port: int, small_port: int) -> None:
         return web.Response(body=SMALL_PAGE, content_type="text/html")
 
     costly = costly_small_pdf()
+    scan = scanned()
 
     async def pdf(request: web.Request) -> web.Response:
         return web.Response(body=costly, content_type="application/pdf")
+
+    async def scan_pdf(request: web.Request) -> web.Response:
+        return web.Response(body=scan, content_type="application/pdf")
 
     async def article(request: web.Request) -> web.Response:
         return web.Response(body=ARTICLE, content_type="text/html")
@@ -96,6 +102,7 @@ def serve(cert_dir: Path, port: int, small_port: int) -> None:
         app.router.add_get("/hostile/{n}", hostile)
         app.router.add_get("/small/{n}", small)
         app.router.add_get("/pdf/{n}", pdf)
+        app.router.add_get("/scan/{n}", scan_pdf)
         app.router.add_get("/article/{n}", article)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(cert_dir / "server.pem")
@@ -145,14 +152,21 @@ async def one_round(
     }
 
 
+def scanned() -> bytes:
+    """Issue 39's OCR flood: a three-page scan (no text layer), OCR'd page by page in the children."""
+    from tests.support.scans import page_image, scanned_pdf, sentences
+
+    return scanned_pdf([page_image(sentences(n, 30)) for n in range(3)])
+
+
 async def pdf_round(
-    client: ResearchClient, port: int, article_port: int, pdfs: int, round_no: int
+    client: ResearchClient, port: int, article_port: int, pdfs: int, round_no: int, path: str = "pdf"
 ) -> dict[str, object]:
     run = uuid.uuid4().hex[:8]
     started = time.perf_counter()
     flood = [
         await client.enqueue(
-            "fetch_page", {"report_id": f"p-{run}-{i}", "url": f"https://127.0.0.1:{port}/pdf/{run}-{i}"}
+            "fetch_page", {"report_id": f"p-{run}-{i}", "url": f"https://127.0.0.1:{port}/{path}/{run}-{i}"}
         )
         for i in range(pdfs)
     ]
@@ -167,9 +181,14 @@ async def pdf_round(
     }
 
 
-def print_pdf_figures(pdfs: int, figures: list[dict[str, object]]) -> None:
-    size_kb = len(costly_small_pdf()) / 1024
-    print(f"{pdfs} costly {size_kb:.1f} KB PDFs from one site queued on one worker, then an 18 KB article:")
+def print_pdf_figures(pdfs: int, figures: list[dict[str, object]], scans: bool = False) -> None:
+    if scans:
+        print(f"{pdfs} three-page scans (OCR) from one site queued on one worker, then an 18 KB article:")
+    else:
+        size_kb = len(costly_small_pdf()) / 1024
+        print(
+            f"{pdfs} costly {size_kb:.1f} KB PDFs from one site queued on one worker, then an 18 KB article:"
+        )
     for i, f in enumerate(figures, start=1):
         print(
             f"  round {i}: article {f['article_s']:.2f} s (ok={f['article_ok']}), "
@@ -188,7 +207,7 @@ def main() -> None:
     parser.add_argument("--hostile", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pdfs", type=int, default=6)
-    parser.add_argument("--scenario", choices=("both", "hostile", "pdf"), default="both")
+    parser.add_argument("--scenario", choices=("both", "hostile", "pdf", "scan"), default="both")
     parser.add_argument(
         "--serve", nargs=3, metavar=("CERT_DIR", "PORT", "SMALL_PORT"), help=argparse.SUPPRESS
     )
@@ -234,10 +253,11 @@ def main() -> None:
                     for i in range(args.rounds)
                     if args.scenario in ("both", "hostile")
                 ]
+                path = "scan" if args.scenario == "scan" else "pdf"
                 pdf = [
-                    await pdf_round(client, port, small_port, args.pdfs, i)
+                    await pdf_round(client, port, small_port, args.pdfs, i, path)
                     for i in range(args.rounds)
-                    if args.scenario in ("both", "pdf")
+                    if args.scenario in ("both", "pdf", "scan")
                 ]
                 return hostile, pdf
 
@@ -248,7 +268,7 @@ def main() -> None:
         server.stop()
 
     if pdf_figures:
-        print_pdf_figures(args.pdfs, pdf_figures)
+        print_pdf_figures(args.pdfs, pdf_figures, scans=args.scenario == "scan")
     if not figures:
         return
     print(f"{args.hostile} hostile 2 MiB pages queued on one worker (default settings), then two more jobs:")

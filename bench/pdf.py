@@ -16,7 +16,11 @@ precision (boilerplate kept) is not a figure of merit here and is not printed.
 "ours" is pdf_text.extract in process, with no character cap; "ours, as served" is the same
 through the worker's child pool with the 40,000-character cap, as fetch_page runs it.
 
-Usage: ``python bench/pdf.py [--limit N] [--corpus NAME]`` (``pip install -e '.[bench]'`` for
+"pypdfium2 plain" is pypdfium2's own text extraction with no checks: the floor issue 39 measures
+the reader's CPU per page against (within 1.5x). ``--before REV`` also runs "ours" as git revision
+REV has it, in the same run, for a before and after.
+
+Usage: ``python bench/pdf.py [--limit N] [--corpus NAME] [--before REV]`` (``pip install -e '.[bench]'`` for
 pypdf and pdfminer.six). Skips with a message when the corpus or chromium is absent.
 """
 
@@ -150,6 +154,23 @@ def ours(body: bytes) -> str:
     return "\n\n".join(text for text in reading.texts if text)
 
 
+def plain_pdfium(body: bytes) -> str:
+    """pypdfium2's own text extraction, page by page, no hidden-text checks: the floor of the cost."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(body)
+    try:
+        texts = []
+        for page in document:
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+        return "\n\n".join(texts)
+    finally:
+        document.close()
+
+
 def with_pypdf(body: bytes) -> str:
     from pypdf import PdfReader
 
@@ -164,6 +185,7 @@ def with_pdfminer(body: bytes) -> str:
 
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "ours (PDFium)": ours,
+    "pypdfium2 plain": plain_pdfium,
     "pypdf": with_pypdf,
     "pdfminer.six": with_pdfminer,
 }
@@ -173,7 +195,12 @@ def version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
-    package = {"ours (PDFium)": "pypdfium2", "pypdf": "pypdf", "pdfminer.six": "pdfminer.six"}[name]
+    package = {
+        "ours (PDFium)": "pypdfium2",
+        "pypdfium2 plain": "pypdfium2",
+        "pypdf": "pypdf",
+        "pdfminer.six": "pdfminer.six",
+    }[name]
     try:
         return installed(package)
     except PackageNotFoundError:
@@ -188,12 +215,16 @@ def run_extractor(name: str, manifest: Path, out: Path) -> None:
     results = {}
     for path in paths:
         body = Path(path).read_bytes()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             text = extract(body)
         except Exception:  # a crash counts as an empty extraction
             text = ""
-        results[path] = {"text": text, "seconds": time.perf_counter() - started}
+        results[path] = {
+            "text": text,
+            "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu,
+        }
     out.write_text(json.dumps({"results": results, "peak_rss_mib": _peak_rss_mib(os.getpid())}))
 
 
@@ -204,14 +235,19 @@ class Run:
     pages: int
     seconds: list[float]
     peak_rss_mib: float
+    cpu_seconds: float = 0.0  # CPU time over every document (the extractor's own process)
 
 
-def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
+def measure(name: str, corpus: str, pages: list[Page], tree: Path | None = None) -> Run | None:
+    """One extractor over the corpus in a process of its own; ``tree``: "ours" as another
+    revision of the project has it (``--before REV``), for a before-and-after in one run."""
     paths = {str(pdf_path(corpus, page)): page.key for page in pages}
     with tempfile.TemporaryDirectory(prefix="pdf-bench-") as scratch:
         manifest, out = Path(scratch) / "manifest.json", Path(scratch) / "out.json"
         manifest.write_text(json.dumps(list(paths)))
         script = [sys.executable, __file__, "--extractor", name, str(manifest), str(out)]
+        if tree is not None:
+            script += ["--tree", str(tree)]
         process = subprocess.Popen(script)
         process.wait()
         if process.returncode != 0 or not out.exists():
@@ -219,12 +255,14 @@ def measure(name: str, corpus: str, pages: list[Page]) -> Run | None:
             return None
         measured = json.loads(out.read_text())
     results = measured["results"]
+    label = f"{name} {version(name)}".strip() if tree is None else f"ours before ({tree.name})"
     return Run(
-        name=f"{name} {version(name)}".strip(),
+        name=label,
         texts={paths[path]: item["text"] for path, item in results.items()},
         pages=sum(page_count(corpus, page) for page in pages),
         seconds=[item["seconds"] for item in results.values()],
         peak_rss_mib=measured["peak_rss_mib"],
+        cpu_seconds=sum(item.get("cpu_seconds", 0.0) for item in results.values()),
     )
 
 
@@ -254,6 +292,24 @@ async def measure_served(corpus: str, pages: list[Page]) -> Run:
     return Run("ours, as served (child pool)", texts, page_count, seconds, peak)
 
 
+def export_revision(revision: str) -> Path:
+    """The project's jobs/ and worker/ as ``revision`` has them, in a folder of their own."""
+    folder = Path(tempfile.mkdtemp(prefix="pdf-bench-before-")) / revision.replace("/", "_")
+    folder.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "jobs", "worker"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def use_tree(tree: Path) -> None:
+    """Import jobs/ and worker/ from ``tree`` rather than this checkout."""
+    for name in [name for name in sys.modules if name.split(".")[0] in ("jobs", "worker")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(tree))
+
+
 def _peak_rss_mib(pid: int) -> float:
     """The process's peak resident memory (VmHWM: since its exec, unlike a child's ru_maxrss)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -273,18 +329,46 @@ def joined(text: str) -> str:
 def report(corpus: str, pages: list[Page], runs: list[Run]) -> None:
     print(f"\n{corpus}: {len(pages)} pages printed to PDF. target: {TARGET}")
     print(f"anchor: {ANCHOR}")
-    print(f"{'':34} {'recall':>7} {'pages/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak MiB':>9} {'empty':>6}")
+    print(
+        f"{'':34} {'recall':>7} {'pages/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak MiB':>9} {'empty':>6} "
+        f"{'CPU ms/page':>12}"
+    )
     for run in runs:
         texts = {page.key: joined(run.texts.get(page.key, "")) for page in pages}
         _, _, recall = SCORERS[corpus](pages, texts)
         ms = [s * 1000 for s in run.seconds]
         rate = run.pages / sum(run.seconds) if sum(run.seconds) else 0.0
         empty = sum(1 for text in texts.values() if not text)
+        cpu_page = 1000 * run.cpu_seconds / run.pages if run.pages and run.cpu_seconds else 0.0
         print(
             f"{run.name:34} {recall:7.3f} {rate:8.1f} {_percentile(ms, 50):8.1f} {_percentile(ms, 99):8.1f} "
-            f"{run.peak_rss_mib:9.0f} {empty:6}"
+            f"{run.peak_rss_mib:9.0f} {empty:6} {cpu_page:12.2f}"
         )
     verdict(corpus, pages, runs)
+    cpu_verdict(runs)
+
+
+def cpu_verdict(runs: list[Run]) -> None:
+    """Issue 39: CPU per text-layer page of ours within 1.5x of pypdfium2's plain extraction."""
+
+    def named(prefix: str) -> Run | None:
+        return next(
+            (run for run in runs if run.name.startswith(prefix) and run.cpu_seconds and run.pages), None
+        )
+
+    mine, plain, earlier = named("ours (PDFium)"), named("pypdfium2 plain"), named("ours before")
+    if mine is None or plain is None:
+        return
+    plain_ms = 1000 * plain.cpu_seconds / plain.pages
+    if earlier is not None:
+        before_ms = 1000 * earlier.cpu_seconds / earlier.pages
+        print(f"before: CPU per page {before_ms:.2f} ms, {before_ms / plain_ms:.2f}x pypdfium2's")
+    ours_ms = 1000 * mine.cpu_seconds / mine.pages
+    ratio = ours_ms / plain_ms
+    print(
+        f"verdict (issue 39): CPU per page {ours_ms:.2f} ms against pypdfium2's {plain_ms:.2f} ms: "
+        f"{ratio:.2f}x, {'met' if ratio <= 1.5 else 'MISSED'} (target <= 1.5x, hidden-text checks on)"
+    )
 
 
 def verdict(corpus: str, pages: list[Page], runs: list[Run]) -> None:
@@ -294,7 +378,7 @@ def verdict(corpus: str, pages: list[Page], runs: list[Run]) -> None:
             run.pages / sum(run.seconds) if sum(run.seconds) else 0.0,
         )
         for run in runs
-        if not run.name.startswith("ours, as served")
+        if not run.name.startswith(("ours, as served", "pypdfium2 plain"))
     }
     mine = next((value for name, value in scored.items() if name.startswith("ours")), None)
     others = [value for name, value in scored.items() if not name.startswith("ours")]
@@ -316,11 +400,20 @@ def main() -> None:
     parser.add_argument("--corpus", choices=sorted(SCORERS), action="append")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N pages of each corpus")
     parser.add_argument("--extractor", nargs=3, metavar=("NAME", "MANIFEST", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also run 'ours' as git revision REV has it (before and after, one run)",
+    )
     args = parser.parse_args()
     if args.extractor:
         name, manifest, out = args.extractor
+        if args.tree:
+            use_tree(Path(args.tree))
         run_extractor(name, Path(manifest), Path(out))
         return
+    before = export_revision(args.before) if args.before else None
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("chromium is not installed (apt-get install -y chromium): skipped, nothing measured")
@@ -338,6 +431,8 @@ def main() -> None:
             continue
         ran = True
         runs = [run for name in EXTRACTORS if (run := measure(name, corpus, printed)) is not None]
+        if before is not None and (run := measure("ours (PDFium)", corpus, printed, before)) is not None:
+            runs.insert(1, run)
         runs.append(asyncio.run(measure_served(corpus, printed)))
         report(corpus, printed, runs)
     if not ran:

@@ -10,6 +10,7 @@ up to its own cap or not at all, because a cut PDF cannot be parsed.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,7 +19,7 @@ import aiohttp
 import yarl
 
 from jobs.decoding import Decoder
-from jobs.reader.content_types import PDF_SIGNATURE, DeclaredKind, declared_kind, looks_like_pdf
+from jobs.reader.content_types import DeclaredKind, declared_kind, looks_like_document
 from worker.errors import (
     ConnectionFailed,
     GuardianRefusal,
@@ -34,6 +35,9 @@ from worker.net.retry_after import retry_after_s
 from worker.tracing import phases
 
 READ_CHUNK = 65_536
+# An error answer's body is read for the evidence archive only, and only this far.
+EVIDENCE_BYTES = 65_536
+EVIDENCE_S = 1.0
 
 
 class Observer(Protocol):
@@ -116,6 +120,8 @@ class Fetcher:
         self, final: Target, response: aiohttp.ClientResponse, redirects: int, observer: Observer | None
     ) -> Fetched:
         if not 200 <= response.status < 300:
+            if observer is not None:
+                await _read_evidence(response, observer)
             raise HttpStatus(
                 f"the server answered HTTP {response.status}",
                 status=response.status,
@@ -125,7 +131,7 @@ class Fetcher:
         kind = declared_kind(content_type)
         if kind is DeclaredKind.BINARY:
             raise UnsupportedContentType(f"the page is {_essence(content_type)}, neither text nor a PDF")
-        if kind is DeclaredKind.PDF:
+        if kind in WHOLE:
             self._refuse_declared_oversize(response)
         body, truncated = await self._read_body(final, response, kind, observer)
         cache_control = ", ".join(response.headers.getall("Cache-Control", [])) or None
@@ -173,12 +179,33 @@ class Fetcher:
         return read, body.over
 
 
+async def _read_evidence(response: aiohttp.ClientResponse, observer: Observer) -> None:
+    """An error answer's body for the archive (a 404 page is evidence): as it came, up to
+    ``EVIDENCE_BYTES`` and ``EVIDENCE_S``, so a server that stalls delays the error by no more."""
+    kept = 0
+    cut = False
+    try:
+        async with asyncio.timeout(EVIDENCE_S):
+            async for chunk in response.content.iter_chunked(READ_CHUNK):
+                chunk = chunk[: EVIDENCE_BYTES - kept]
+                observer.read(chunk)
+                kept += len(chunk)
+                if kept >= EVIDENCE_BYTES:
+                    cut = not response.content.at_eof()
+                    break
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        cut = True
+    if cut:
+        response.close()  # the rest is never read; do not return this connection to the pool
+    observer.finished(kept, cut)
+
+
 class _Body:
     """The decoded bytes read so far, against the cap that applies: the text cap, or the PDF cap
     once the body is declared or sniffed as a PDF."""
 
     def __init__(self, kind: DeclaredKind, limits: FetchLimits) -> None:
-        self.pdf = kind is DeclaredKind.PDF
+        self.pdf = kind in WHOLE
         self._limits = limits
         self.limit = limits.max_pdf_bytes if self.pdf else limits.max_bytes
         self._sniffed = kind is not DeclaredKind.UNDECLARED
@@ -193,15 +220,21 @@ class _Body:
             if not out:
                 return
             self._data += out
-            if not self._sniffed and len(self._data) >= len(PDF_SIGNATURE):
-                # An undeclared body that turns out to be a PDF is read to the PDF cap instead.
+            if not self._sniffed and len(self._data) >= SNIFF_BYTES:
+                # An undeclared body that turns out to be a PDF (an image, an office file) is
+                # read to the PDF cap instead.
                 self._sniffed = True
-                if looks_like_pdf(bytes(self._data[: len(PDF_SIGNATURE)])):
+                if looks_like_document(bytes(self._data[:SNIFF_BYTES])):
                     self.pdf, self.limit = True, self._limits.max_pdf_bytes
             self.over = len(self._data) > self.limit
 
     def bytes(self) -> bytes:
         return bytes(self._data[: self.limit])
+
+
+# Read whole, to the PDF cap: a PDF, an image, an office document (a cut one cannot be parsed).
+WHOLE = frozenset({DeclaredKind.PDF, DeclaredKind.DOCUMENT})
+SNIFF_BYTES = 16  # the longest signature looks_like_document needs (WebP's RIFF....WEBP is 12)
 
 
 def _pdf_too_large(cap: int, declared: int | None) -> str:

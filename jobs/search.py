@@ -149,9 +149,9 @@ class WebSearchTool:
         # Results on a refused domain never reach the agent, nor the menu.
         domains = await self._started_domains().policy(job.report_id)
         results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
-        receipt = self._keep(job.report_id, heard, request, answered.name.value, results)
+        receipt = self._keep(job.report_id, heard, request, answered.name.value, results, job.job_id)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
-        record = await receipt.stored()
+        record = await receipt.accepted()
         return SearchFields(request.query, tuple(results), answered.name.value, record)
 
     def _keep(
@@ -161,6 +161,7 @@ class WebSearchTool:
         request: SearchRequest,
         provider: str,
         results: list[Citation],
+        job_id: str | None = None,
     ) -> Receipt:
         """The answer the results came from (the last one heard), as received, to the archive."""
         if self._archive is None or not self._archive.enabled or not heard:
@@ -179,6 +180,7 @@ class WebSearchTool:
             content_type=last.answer.content_type,
             answer=last.answer.body,
             summary=summary,
+            job_id=job_id,
         )
 
 

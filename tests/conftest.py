@@ -9,6 +9,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import hypothesis
 import pytest
 import redis as syncredis
 import redis.asyncio as aioredis
@@ -19,6 +20,12 @@ from tests.support.tls import TestCA, make_ca
 from worker.config import Settings
 
 loopback.install()
+
+# Hypothesis's per-example deadline (200 ms by default) is a wall-clock bound that only an idle
+# machine keeps: on a loaded one an example that waits on Redis or a server passes its deadline
+# and the test fails as Flaky. Speed is the benchmarks' business (bench/), so no example has one.
+hypothesis.settings.register_profile("research", deadline=None)
+hypothesis.settings.load_profile("research")
 
 # Workers the tests start (in this process or as child processes, from the environment) keep their
 # evidence archive in a throwaway data directory, never the user's own.

@@ -25,7 +25,7 @@ from tests.support.fetching import fetch_settings
 from tests.support.run_cli import run_cli
 from tests.support.tls import TestCA, serve
 from tests.test_archive import PAGE, worker_and_client
-from worker.archive import index, writer
+from worker.archive import index, journal, writer
 from worker.archive.capture import Capture, Hop
 from worker.archive.directory import DirectoryStore
 from worker.archive.ids import new_record_id
@@ -65,6 +65,19 @@ def assert_fetched_without_archive(result: dict[str, Any]) -> None:
     assert result["archive_record"] is None
 
 
+async def assert_fetched_and_accounted(result: dict[str, Any], redis: Any, queue_name: str) -> None:
+    """The fetch stands; its record is either not accepted (``archived: false``) or, accepted before
+    the store's failure was known, on the lost list with why once its worker stopped."""
+    assert result["ok"] is True, result
+    assert result["sha256"] == sha256(PAGE)
+    if result["archived"] is False:
+        assert result["archive_record"] is None
+        return
+    lost = await journal.lost_records(redis, queue_name, result["report_id"])
+    assert result["archive_record"] in [entry.record for entry in lost]
+    assert await journal.lost_count(redis, queue_name) >= 1
+
+
 async def test_with_the_archive_off_a_fetch_still_carries_the_body_s_sha256(
     settings: Settings, ca: TestCA, token: str, report: str
 ) -> None:
@@ -86,13 +99,18 @@ async def test_a_directory_that_cannot_be_written_costs_the_record_not_the_fetch
     target = ArchiveDirectory(str(tmp_path / "a-file" / "archive"))
     with caplog.at_level(logging.WARNING, logger="research.archive"):
         result = await fetch_once(fetch_settings(settings, ca, archive=target), token, report, ca)
-    assert_fetched_without_archive(result)
+    await assert_fetched_and_accounted(result, redis, settings.queue_name)
     assert any("archive write failed" in r.getMessage() for r in caplog.records)
-    assert await index.cited(redis, report) == []
 
 
 async def test_a_disk_that_fills_costs_the_record_not_the_fetch(
-    settings: Settings, ca: TestCA, token: str, report: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    ca: TestCA,
+    token: str,
+    report: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    redis: Any,
 ) -> None:
     # The kernel's own ENOSPC: every archive file the store opens writes to /dev/full.
     import worker.archive.directory as directory
@@ -110,12 +128,12 @@ async def test_a_disk_that_fills_costs_the_record_not_the_fetch(
     with pytest.raises(directory.StoreFailed, match="the disk is full"):
         await store.create(f"records/2026-01-01/{new_record_id()[9:]}.warc.gz", b"x" * 10_000)
     result = await fetch_once(fetch_settings(settings, ca, archive=target), token, report, ca)
-    assert_fetched_without_archive(result)
+    await assert_fetched_and_accounted(result, redis, settings.queue_name)
     assert not list((tmp_path / "archive").rglob("*.warc.gz"))  # nothing half-written left behind
 
 
 async def test_a_bucket_that_refuses_writes_costs_the_record_not_the_fetch(
-    settings: Settings, ca: TestCA, token: str, report: str, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, ca: TestCA, token: str, report: str, monkeypatch: pytest.MonkeyPatch, redis: Any
 ) -> None:
     with moto_s3(monkeypatch) as s3:
         # The bucket does not exist: every write is refused (NoSuchBucket).
@@ -123,7 +141,7 @@ async def test_a_bucket_that_refuses_writes_costs_the_record_not_the_fetch(
             settings, ca, archive=ArchiveBucket("no-such-bucket", ""), archive_endpoint=s3.endpoint
         )
         result = await fetch_once(s, token, report, ca)
-    assert_fetched_without_archive(result)
+    await assert_fetched_and_accounted(result, redis, settings.queue_name)
 
 
 @contextlib.asynccontextmanager
@@ -144,14 +162,14 @@ async def silent_server() -> AsyncIterator[str]:
 
 
 async def test_a_store_that_hangs_leaves_the_fetch_answered_within_the_confirm_wait(
-    settings: Settings, ca: TestCA, token: str, report: str, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, ca: TestCA, token: str, report: str, monkeypatch: pytest.MonkeyPatch, redis: Any
 ) -> None:
     monkeypatch.setattr(writer, "STOP_DRAIN_S", 0.1)
     with moto_s3(monkeypatch):  # only for the throwaway credentials
         async with silent_server() as endpoint:
             s = fetch_settings(settings, ca, archive=ArchiveBucket("evidence", ""), archive_endpoint=endpoint)
             result = await fetch_once(s, token, report, ca)
-    assert_fetched_without_archive(result)
+    await assert_fetched_and_accounted(result, redis, settings.queue_name)
 
 
 def a_capture(size: int) -> Capture:
@@ -196,7 +214,7 @@ async def test_when_the_writer_s_queue_is_full_a_record_is_dropped_at_once_and_c
             finally:
                 await archive.stop()
     assert all(r.record is not None for r in receipts[: writer.QUEUE_ITEMS])
-    assert late.record is None and await late.stored() is None
+    assert late.record is None and await late.accepted() is None
     assert failed_count(metrics, "dropped") >= 1
     assert any("queue is full" in str(getattr(r, FIELDS_ATTR, {}).get("why")) for r in caplog.records)
 
@@ -291,7 +309,8 @@ async def test_a_report_id_of_dots_is_only_a_name(
     result = await fetch_once(fetch_settings(settings, ca, archive=dir_target), token, report, ca)
     assert result["archived"]
     assert all(not n.startswith("..") for n in stored_names(Path(dir_target.path)))
-    assert len(read_records(await exported(redis, dir_target, report))) == 3  # warcinfo, response, request
+    # warcinfo (the export's, the file's), response, request
+    assert len(read_records(await exported(redis, dir_target, report))) == 4
     await redis.delete(keys.archive_report(report))
 
 
@@ -382,7 +401,7 @@ async def test_the_dashboard_shows_each_worker_s_archive_health(
     archive.start()
     try:
         receipt = archive.fetched(f"r-{token}", a_capture(100))
-        assert await receipt.stored(within_s=5) is None
+        assert await receipt.landed(within_s=5) is None
         await redis.set(
             keys.archive_health(settings.queue_name, f"w-{token}"), orjson.dumps(archive.health())
         )

@@ -28,7 +28,7 @@ from tests.support.tls import TestCA, serve
 from worker.cli import Exit, HelpFormatter, build_parser
 from worker.config import Settings
 from worker.state import keys
-from worker.state.budget import Budgets, ReadBudget, Tool
+from worker.state.budget import Budgets, OcrBudget, ReadBudget, Tool
 from worker.state.menu import Menu
 
 
@@ -97,6 +97,8 @@ async def test_budget_prints_the_reports_counters_menu_and_spend(
     await budgets.charge(report, Tool.FETCH, "j1")
     await budgets.charge(report, Tool.SEARCH, "j2")
     await ReadBudget(redis, limit=settings.read_budget_chars, window_s=60).grant(report, "j3", 1234)
+    ocr = OcrBudget(redis, limit=settings.ocr_budget_pages, window_s=60)
+    await ocr.refund(report, await ocr.reserve(report, 7) - 3)  # 7 reserved, 4 given back: 3 read
     await Menu(redis, settings).record(report, ["https://a.test/", "https://b.test/"])
     proc = await asyncio.to_thread(run_cli, "budget", report, env=settings_env(settings))
     printed = json.loads(proc.stdout)
@@ -104,6 +106,7 @@ async def test_budget_prints_the_reports_counters_menu_and_spend(
     assert printed["fetch"] == {"used": 1, "limit": 25, "remaining": 24}
     assert printed["search"] == {"used": 1, "limit": 15, "remaining": 14}
     assert printed["read_chars"] == {"used": 1234, "limit": 2_000_000, "remaining": 2_000_000 - 1234}
+    assert printed["ocr_pages"] == {"used": 3, "limit": 200, "remaining": 197}
     assert printed["menu_size"] == 2
     assert 0 < printed["expires_in_s"] <= 86400
     assert printed["spend"]["searches"] == 0

@@ -36,7 +36,7 @@ async def test_every_way_to_run_a_job_fails_at_once_when_no_worker_runs(
         with pytest.raises(NoWorkerRunning) as caught:
             await CALLS[how](client, report)
         elapsed = time.monotonic() - started
-    assert elapsed < 5.0  # not the 120 s wait: one health read
+    assert elapsed < 30.0  # not the 120 s wait: one health read (generous: a busy machine)
     assert isinstance(caught.value, ClientError)
     assert settings.queue_name in str(caught.value) and "research-worker run" in str(caught.value)
     assert await redis.zcard(settings.queue_name) == 0  # nothing was enqueued, nothing charged

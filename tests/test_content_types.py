@@ -39,7 +39,7 @@ def test_text_types_and_any_json_or_xml_suffix_are_text(header: str) -> None:
 @pytest.mark.parametrize(
     "header",
     [
-        "image/png",
+        "image/bmp",
         "application/octet-stream",
         "application/zip",
         "video/mp4",

@@ -207,10 +207,15 @@ async def seed(redis: aioredis.Redis, settings: Settings, token: str, marker: Pa
     return s
 
 
+LOADED_COLLECT_S = 60.0
+
+
 @contextlib.asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[str]:
-    """The dashboard in this event loop on a free loopback port; yields its base URL."""
-    runner = await start(settings, "127.0.0.1", 0, cache_s=0)
+    """The dashboard in this event loop on a free loopback port; yields its base URL. Its reads of
+    Redis get a generous deadline: on a loaded machine a snapshot can take longer than the 5 s an
+    operator's dashboard allows, and a 503 would be the machine's mood, not the code's."""
+    runner = await start(settings, "127.0.0.1", 0, cache_s=0, collect_timeout_s=LOADED_COLLECT_S)
     try:
         port = runner.addresses[0][1]
         yield f"http://127.0.0.1:{port}"

@@ -275,7 +275,8 @@ async def test_the_page_and_a_job_page_render_in_chromium_with_no_errors_and_no_
     # The browser parsed the hostile URL and query as text: no element was made from them.
     assert "<img" not in front.dom + job.dom
     assert "alert(2)</script>" not in front.dom
-    assert "&lt;img src=x onerror=alert(1)&gt;" in front.dom
+    # (A target carries line-break opportunities, <wbr>, after its slashes and = signs: text aside.)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in front.dom.replace("<wbr>", "")
     assert HOSTILE_URL.startswith("https://evil.example/") and HOSTILE_QUERY.startswith("</td>")
     assert 'id="job-message">evil.example resolves to a private address<' in job.dom
     for name in ("dashboard.png", "dashboard-job.png"):

@@ -63,6 +63,7 @@ OUR_ELEMENTS = {
     "html", "head", "body", "meta", "title", "link", "header", "h1", "h2", "h3", "p", "a", "code", "time",
     "dl", "dt", "dd", "div", "section", "table", "thead", "tbody", "tr", "th", "td", "span", "strong",
     "ul", "li", "nav", "pre", "svg", "g", "rect", "line", "text", "path", "circle",
+    "wbr",  # a line-break opportunity in a target (formatting.breakable), never from data
 }  # fmt: skip
 HIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 

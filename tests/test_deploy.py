@@ -75,8 +75,8 @@ def test_every_rendered_manifest_and_the_secret_example_validate_against_the_kub
     )
     from kubernetes_validate.utils import latest_version
 
-    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
-    objects = [*rendered, secret]
+    secrets = list(yaml.safe_load_all((K8S / "secret.example.yaml").read_text()))
+    objects = [*rendered, *secrets]
     assert {obj["kind"] for obj in objects} >= {
         "ConfigMap",
         "Deployment",
@@ -336,7 +336,7 @@ def test_every_ip_block_exception_lies_inside_its_range(rendered: list[dict[str,
                         assert inner != network
 
 
-def test_workers_reach_dns_redis_and_sentinel_and_only_prometheus_reaches_them(
+def test_workers_reach_dns_redis_sentinel_and_the_archive_and_only_prometheus_reaches_them(
     worker_policy: dict[str, Any],
 ) -> None:
     egress = worker_policy["spec"]["egress"]
@@ -346,7 +346,8 @@ def test_workers_reach_dns_redis_and_sentinel_and_only_prometheus_reaches_them(
         if all("ipBlock" not in peer for peer in rule["to"])
         for port in rule["ports"]
     }
-    assert in_cluster == {("UDP", 53), ("TCP", 53), ("TCP", 6379), ("TCP", 26379)}
+    # DNS, Redis and Sentinel, and an in-cluster object store for the evidence archive.
+    assert in_cluster == {("UDP", 53), ("TCP", 53), ("TCP", 6379), ("TCP", 26379), ("TCP", 9000)}
     (ingress,) = worker_policy["spec"]["ingress"]
     assert ingress["ports"] == [{"protocol": "TCP", "port": 9100}]
     (source,) = ingress["from"]

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from tests.support.fetching import fetch_settings, fetching
 from tests.support.tls import TestCA, serve
-from tests.test_markdown import read
+from tests.test_markdown import read, resolved
 from worker.config import Settings
 
 PAGE = """<!doctype html><html><head><title>Tides</title></head><body>
@@ -71,7 +71,9 @@ async def test_a_structured_page_comes_back_as_markdown_that_parses_into_its_str
         ("p", "Home", ((("Home", f"https://{_host(server.url('/'))}/home"),))),
         *_with_port(EXPECTED, server.url("/")),
     ]
-    assert read(result["text"]) == expected, result["text"]
+    # Links are numbered references to the result's links: read with those as their definitions.
+    assert "](" not in result["text"] and "https://" not in result["text"].split("```")[0]
+    assert read(resolved(result["text"], result["links"])) == expected, result["text"]
     assert text["format"] == "text"
     assert "# SYSTEM" in text["text"] and "|" not in text["text"].split("curl")[0]
     assert text["text"].startswith("Home\nTidal power in 2024\nOutput rose")

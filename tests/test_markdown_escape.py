@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from jobs.reader import markdown_escape as escape
 
@@ -138,3 +139,25 @@ def test_a_fence_is_longer_than_any_backtick_run_in_the_code(code: str) -> None:
     tokens = PARSER.parse(f"{fence}\n{code}\n{fence}")
     assert [token.type for token in tokens] == ["fence"]
     assert tokens[0].content == code + "\n"
+
+
+# GitHub's renderer reads math between dollars; markdown-it's dollarmath plugin reads it the same way.
+MATH_PARSER = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin)
+MATH = ["$x$", "costs $5 and $10", "$$E = mc^2$$", "a $\\alpha$ b", "$$", "$a$$b$"]
+
+
+@pytest.mark.parametrize("text", MATH)
+def test_dollars_never_open_math(text: str) -> None:
+    tokens = MATH_PARSER.parse(escape.line(text))
+    assert [token.type for token in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    assert _plain(tokens[1].children or []) == text
+
+
+@given(st.text(SPECIALS + "$", min_size=1, max_size=40))
+def test_any_line_with_dollars_reads_back_as_itself_under_a_math_renderer(raw: str) -> None:
+    text = " ".join(raw.split())
+    if not text:
+        return
+    tokens = MATH_PARSER.parse(escape.line(text))
+    assert [token.type for token in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    assert _plain(tokens[1].children or []) == text

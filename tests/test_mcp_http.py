@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import jsonschema
 import pytest
 import redis.asyncio as aioredis
@@ -26,6 +27,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from starlette.responses import JSONResponse
 
 from jobs.definitions import ToolFormat, formatted
 from jobs.fetch.tool import FetchPageTool
@@ -40,6 +42,7 @@ from tests.support.tls import TestCA, serve
 from tests.support.workers import running_worker
 from worker.client import ResearchClient
 from worker.config import Secret, Settings
+from worker.mcp.http import Gate, RateLimiter, transport_security
 from worker.mcp.tokens import Tokens
 
 ORG_KEY = "sk-or-v1-" + "ac3e11" * 10
@@ -91,7 +94,12 @@ def mcp_settings(settings: Settings, ca: TestCA, fake: FakeOpenRouter, token: st
 
 @asynccontextmanager
 async def mcp_server(
-    settings: Settings, token: str, tokens: Tokens, *, progress_every_s: float = 2.0
+    settings: Settings,
+    token: str,
+    tokens: Tokens,
+    *,
+    progress_every_s: float = 2.0,
+    built_for: str = "127.0.0.1",
 ) -> AsyncIterator[McpHttp]:
     """A worker with both tools, a client on its queue, and the MCP app in front of that client."""
     resolver = FakeResolver({})
@@ -99,7 +107,12 @@ async def mcp_server(
         running_worker(settings, [FetchPageTool(resolver), WebSearchTool()]),
         ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=20) as client,
         serving(
-            settings, client, tokens, progress_every_s=progress_every_s, report_prefix=f"mcp-{token}-"
+            settings,
+            client,
+            tokens,
+            progress_every_s=progress_every_s,
+            report_prefix=f"mcp-{token}-",
+            built_for=built_for,
         ) as srv,
     ):
         yield srv
@@ -389,6 +402,44 @@ async def test_a_request_from_a_foreign_origin_is_403_even_with_a_token(
             assert refused.status_code == 403, origin
         welcome = await post(srv, INITIALIZE, Authorization=f"Bearer {TOKEN}", Origin="http://localhost:3000")
     assert welcome.status_code == 200
+
+
+async def test_bound_to_another_address_the_gate_alone_refuses_a_foreign_origin(
+    mcp_settings: Settings, token: str, tokens: Tokens
+) -> None:
+    # Built as for 0.0.0.0 the SDK checks neither Host nor Origin: the gate is the only check.
+    assert not transport_security("0.0.0.0", ("http://localhost:3000",)).enable_dns_rebinding_protection
+    allowed = dataclasses.replace(mcp_settings, mcp_origins=("http://localhost:3000",))
+    async with mcp_server(allowed, token, tokens, built_for="0.0.0.0") as srv:
+        refused = [
+            (await post(srv, INITIALIZE, Authorization=f"Bearer {TOKEN}", Origin=origin)).status_code
+            for origin in FOREIGN_ORIGINS
+        ]
+        welcome = await post(srv, INITIALIZE, Authorization=f"Bearer {TOKEN}", Origin="http://localhost:3000")
+        plain = await post(srv, INITIALIZE, Authorization=f"Bearer {TOKEN}")  # not a browser: no Origin
+    assert refused == [403] * len(FOREIGN_ORIGINS)
+    assert welcome.status_code == 200 and plain.status_code == 200
+
+
+@pytest.mark.parametrize("origin", FOREIGN_ORIGINS)
+async def test_the_gate_refuses_a_foreign_origin_before_the_app_behind_it_hears_of_it(
+    origin: str, tokens: Tokens
+) -> None:
+    heard: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # stands for an app with no check of its own
+        heard.append(scope["path"])
+        await JSONResponse({"ok": True})(scope, receive, send)
+
+    gate = Gate(app, tokens, ("http://localhost:3000",), RateLimiter(60))
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=gate), base_url="http://0.0.0.0") as raw:
+        foreign = await raw.post("/mcp", headers={"Authorization": f"Bearer {TOKEN}", "Origin": origin})
+        allowed = await raw.post(
+            "/mcp", headers={"Authorization": f"Bearer {TOKEN}", "Origin": "http://LOCALHOST:3000/"}
+        )
+    assert foreign.status_code == 403
+    assert allowed.status_code == 200
+    assert heard == ["/mcp"]  # the allowed request only
 
 
 async def test_past_the_rate_limit_a_token_is_429_and_another_token_is_not(

@@ -142,7 +142,7 @@ async def test_a_retry_after_longer_than_the_time_left_is_not_waited_for(
     started = time.monotonic()
     with pytest.raises(RateLimited, match="asked to wait 3600 s"):
         await search(provider)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # not the hour asked for (generous: a busy machine)
     assert len(fake.requests) == 1
 
 
@@ -212,7 +212,7 @@ async def test_a_slow_answer_is_a_timeout_within_the_search_budget(
             await search(PluginSearch(client))
     finally:
         await client.close()
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 4.0  # the 0.4 s budget, not the 5 s answer
 
 
 async def test_a_route_that_insists_on_reasoning_is_asked_once_more_without_the_reasoning_field(

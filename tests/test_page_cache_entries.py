@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from worker.archive.ids import parse_record_id
+from worker.document_notes import parse_ocr, parse_refused
 from worker.errors import (
     DestinationBlocked,
     ErrorKind,
@@ -157,6 +158,8 @@ SHAPES = {
     "archive_record": lambda v: v is None or parse_record_id(v) is not None,
     "rendered": lambda v: isinstance(v, bool),
     "script_shell": lambda v: isinstance(v, bool),
+    "ocr": lambda v: v is None or parse_ocr(v) is not None,  # tests/test_ocr_notes.py
+    "refused": lambda v: v is None or parse_refused(v) is not None,
 }
 
 

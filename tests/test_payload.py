@@ -143,9 +143,22 @@ class Queue:
         return job_id
 
     async def finished(self, job_id: str) -> None:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # generous: a loaded machine, not a slow worker
         while await self.redis.zscore(self.settings.queue_name, job_id) is not None:
             assert time.monotonic() < deadline, "the job never left the queue"
+            await asyncio.sleep(0.01)
+
+    async def quiet(self) -> None:
+        """Wait until nothing of an earlier example is left to happen: no job queued, no wake-up
+        token left, no task in flight. Hypothesis runs every example against this one worker, so a
+        counter read before that would count what an earlier example left behind."""
+        deadline = time.monotonic() + 60
+        while (
+            await self.redis.zcard(self.settings.queue_name)
+            or await self.redis.llen(keys.wake(self.settings.queue_name))  # type: ignore[misc]
+            or any(not task.done() for task in self.worker.tasks.values())
+        ):
+            assert time.monotonic() < deadline, "the worker never went quiet"
             await asyncio.sleep(0.01)
 
     def refusals(self) -> float:
@@ -161,7 +174,7 @@ class Queue:
 async def queue(settings: Settings, redis: aioredis.Redis, token: str) -> AsyncIterator[Queue]:
     async with (
         running_worker(settings, TEST_TOOLS, poll_delay_s=0.1) as worker,
-        ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=10) as client,
+        ResearchClient(settings=settings, job_id_prefix=f"{token}-", wait_s=60) as client,
     ):
         yield Queue(worker, redis, client, settings, token)
         assert worker.main_task is not None and not worker.main_task.done(), "the worker stopped"
@@ -172,9 +185,10 @@ async def queue(settings: Settings, redis: aioredis.Redis, token: str) -> AsyncI
 async def test_a_malformed_job_gets_invalid_request_leaves_the_queue_and_the_worker_runs_on(
     queue: Queue, raw: bytes, wake: bool
 ) -> None:
+    await queue.quiet()
     before = queue.refusals()
     job_id = await queue.put_raw(raw, wake=wake)
-    result = await queue.client.wait(job_id, wait_s=10)
+    result = await queue.client.wait(job_id, wait_s=60)
     assert result["ok"] is False, result
     assert result["error"]["kind"] == "invalid_request"
     assert result["tool"] == "unknown"
@@ -182,6 +196,7 @@ async def test_a_malformed_job_gets_invalid_request_leaves_the_queue_and_the_wor
     await queue.finished(job_id)  # the result is written first, then the job leaves the queue
     for prefix in (job_key_prefix, in_progress_key_prefix, retry_key_prefix):
         assert not await queue.redis.exists(prefix + job_id)
+    await queue.quiet()  # a second refusal of this job, if there were one, is counted by now
     assert queue.refusals() == before + 1
     # The worker is still taking jobs.
     ok = await queue.client.call("echo", {"report_id": f"r-{queue.token}-{queue.counter}", "value": "x"})

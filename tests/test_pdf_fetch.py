@@ -192,7 +192,9 @@ async def test_a_password_protected_pdf_is_refused_saying_so(
 async def test_an_image_only_pdf_is_refused_as_having_no_text_layer(
     settings: Settings, ca: TestCA, token: str, report: str
 ) -> None:
-    result = await fetch_one(settings, ca, token, report, image_only_pdf(pages=3))
+    # With OCR off (it is on by default, and reads scans: tests/test_ocr.py).
+    no_ocr = dataclasses.replace(settings, ocr=False)
+    result = await fetch_one(no_ocr, ca, token, report, image_only_pdf(pages=3))
     assert result["error"]["kind"] == "unsupported_content_type"
     assert "no text layer" in result["error"]["message"]
 

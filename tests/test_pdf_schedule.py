@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,12 +29,29 @@ def test_a_pdf_declared_or_sniffed_is_read_in_the_child(content_type: str | None
     assert reads_in_child(text_pdf(*["words"] * pages), content_type) is True
 
 
+# What an undeclared body is read whole in the child as: a PDF, an image OCR reads, an office zip.
+CHILD_SIGNATURES = (b"%PDF", b"PK\x03\x04", b"\x89PNG", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
+
+
 @given(
-    body=st.binary(max_size=200).filter(lambda b: not b.lstrip().startswith(b"%PDF")),
-    content_type=st.sampled_from(["text/html", "text/plain; charset=utf-8", "image/png", None]),
+    body=st.binary(max_size=200).filter(lambda b: not b.lstrip().startswith(CHILD_SIGNATURES)),
+    content_type=st.sampled_from(["text/html", "text/plain; charset=utf-8", "image/bmp", None]),
 )
 def test_anything_else_is_not_read_in_the_child(body: bytes, content_type: str | None) -> None:
     assert reads_in_child(body, content_type) is False
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"", "image/png"),
+        (b"", "application/vnd.oasis.opendocument.text"),
+        (b"\x89PNG\r\n\x1a\n rest", None),
+        (b"PK\x03\x04 rest", None),
+    ],
+)
+def test_images_and_office_documents_are_read_in_the_child(body: bytes, content_type: str | None) -> None:
+    assert reads_in_child(body, content_type) is True
 
 
 async def holding(queue: CostQueue, site: str, seconds: float, log: list[str], peak: list[int]) -> None:

@@ -128,3 +128,52 @@ def test_a_snippet_holds_its_match_and_is_cut_at_word_boundaries() -> None:
     words = match.snippet.split()
     assert all(w.startswith(("word", "tail", "going", "concern")) and w[-1].isalnum() for w in words)
     assert words[0] in whole.split() and words[-1] in whole.split()
+
+
+# Find's folding with its answers written out, and a family whose oracle is the test's own build:
+# the document is made of known lower-case words, each spelled in a case the example picks, with
+# gaps of any whitespace, so where each phrase stands is known without folding anything.
+
+
+def test_find_ignores_case_and_spacing_in_the_document_and_in_the_needle() -> None:
+    whole = "Going CONCERN and going\nconcern; GOING   Concern."
+    assert needle_of("  Going\tCONCERN ") == "going concern"
+    assert [m.offset for m in find(whole, needle_of("GOING concern"))] == [0, 18, 33]
+    assert [m.offset for m in find("ÉCOLE école École", needle_of("école"))] == [0, 6, 12]
+    assert [m.offset for m in find("the DOUBT, the Doubt", needle_of("doubt"))] == [4, 15]
+    assert find("going concerns", needle_of("going  concerned")) == []
+
+
+UPPER = {"a": "A", "b": "B", "é": "É"}
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet="abé", min_size=1, max_size=3),
+            st.lists(st.booleans(), min_size=3, max_size=3),
+            st.sampled_from([" ", "  ", "\n", "\t \n", "\u00a0"]),
+        ),
+        max_size=25,
+    ),
+    st.lists(st.text(alphabet="abé", min_size=1, max_size=3), min_size=1, max_size=2),
+)
+def test_find_finds_each_phrase_where_the_document_was_built_to_hold_it(
+    document: list[tuple[str, list[bool], str]], wanted: list[str]
+) -> None:
+    whole, plain, where = "", "", []  # plain: the words lower-case, one space apart; where: back to whole
+    for word, upper, gap in document:
+        for ch, up in zip(word, upper, strict=False):
+            where.append(len(whole))
+            plain += ch
+            whole += UPPER[ch] if up else ch
+        where.append(len(whole))
+        plain += " "
+        whole += gap
+    phrase = " ".join(wanted)
+    spelled = "\t".join(w.translate(str.maketrans(UPPER)) for w in wanted)  # the needle upper-cased
+    expected, at = [], plain.find(phrase)
+    while at >= 0 and len(expected) < MAX_MATCHES:
+        expected.append(where[at])
+        at = plain.find(phrase, at + len(phrase))
+    assert [m.offset for m in find(whole, needle_of(spelled))] == expected

@@ -23,7 +23,7 @@ from worker.errors import Timeout
 from worker.guardian.urls import parse_https_url
 from worker.metrics import Metrics
 from worker.runtime.worker import ResearchWorker
-from worker.state import keys
+from worker.state import keys, politeness
 from worker.state.leases import LEASE_MS
 from worker.state.politeness import MAX_HOLD_S, SLOTS_TTL_MS, Politeness, backing_off, host_of
 
@@ -103,8 +103,11 @@ async def test_a_host_and_its_www_twin_share_their_slots(
 async def test_waiting_for_a_busy_host_does_not_hold_up_fetches_to_other_hosts(
     settings: Settings, ca: TestCA, token: str, report: str
 ) -> None:
-    host = Host(delay_s=1.0)
-    async with polite_worker(settings, ca, token, host, host_concurrency=1) as (server, _, client):
+    # Each answer takes 3 s: the other host's fetch takes its own 3 s, well under the 9 s of the
+    # busy host's three in a row, with room for a busy machine.
+    host = Host(delay_s=3.0)
+    slow_ok = {"host_concurrency": 1, "fetch_timeout_s": 30.0}  # the third waits 6 s for its turn
+    async with polite_worker(settings, ca, token, host, **slow_ok) as (server, _, client):
         started = time.monotonic()
         busy = [
             asyncio.create_task(client.fetch(f"{report}-{i}", server.url(f"/p{i}", name="site.test")))
@@ -115,8 +118,8 @@ async def test_waiting_for_a_busy_host_does_not_hold_up_fetches_to_other_hosts(
         await asyncio.gather(*busy)
         busy_s = time.monotonic() - started
     assert other["ok"] is True
-    assert other_s < 2.0  # its own 1 s, not behind the busy host's queue of three
-    assert busy_s >= 3.0  # the busy host's three fetches ran one at a time
+    assert other_s < 7.5  # its own 3 s, not behind the busy host's queue of three
+    assert busy_s >= 9.0  # the busy host's three fetches ran one at a time
 
 
 async def test_a_retry_after_holds_every_later_fetch_to_the_host_until_then(
@@ -179,7 +182,7 @@ async def test_a_hold_past_the_fetchs_deadline_ends_at_once_in_rate_limited_nami
     assert f"site.test:{server.port}" in held["error"]["message"]
     # It says what started the hold: the status, and when (to the second, UTC).
     assert "answered HTTP 429 with a Retry-After at 20" in held["error"]["message"]
-    assert elapsed < 2.0
+    assert elapsed < 30.0  # not the 120 s hold (generous: a busy machine)
     assert [path for _, path in host.arrivals] == ["/limited"]
 
 
@@ -249,7 +252,12 @@ async def test_a_turn_that_does_not_come_before_the_deadline_is_a_timeout_naming
                 pass
 
 
-async def test_a_released_slot_wakes_a_waiting_job_at_once(settings: Settings, redis: aioredis.Redis) -> None:
+async def test_a_released_slot_wakes_a_waiting_job_at_once(
+    settings: Settings, redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The waiter's own look comes only after a minute here: woken within 20 s, it was the wake-up
+    # (a bound that holds on a loaded machine; the wake-up's speed is bench/ material).
+    monkeypatch.setattr(politeness, "SLOT_CHECK_S", 60.0)
     one_slot = dataclasses.replace(settings, host_concurrency=1)
     target = parse_https_url("https://site.test/page")
     first, second = Politeness(redis, one_slot, Metrics()), Politeness(redis, one_slot, Metrics())
@@ -264,10 +272,10 @@ async def test_a_released_slot_wakes_a_waiting_job_at_once(settings: Settings, r
 
     holder = asyncio.create_task(hold_briefly())
     await asyncio.sleep(0.05)
-    async with second.turn(target, loop.time() + 5):
+    async with second.turn(target, loop.time() + 30):
         woke_at = loop.time()
     await holder
-    assert woke_at - released_at < 0.2  # a wake-up, not the once-a-second look
+    assert woke_at - released_at < 20  # a wake-up, not the waiter's own look a minute on
 
 
 async def test_a_hosts_slots_key_is_given_its_ttl_when_it_starts_and_renewed_once_a_minute_per_worker(

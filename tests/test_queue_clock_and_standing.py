@@ -61,7 +61,7 @@ async def test_a_client_whose_clock_runs_ahead_gets_its_result_not_a_timeout(
             started = time.monotonic()
             result = await client.call("echo", {"report_id": report, "value": "on time"})
         assert result["ok"] is True, result
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 60  # the wake-up, not the hour-long poll
     finally:
         monkeypatch.undo()
         stop(worker)

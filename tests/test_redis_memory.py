@@ -75,3 +75,15 @@ async def test_a_refund_gives_back_exactly_the_charges_of_the_jobs_named(
     assert given_back == [job in named for job in sorted(refunded)]
     assert not any(again)
     assert usage[Tool.FETCH].used == charged - len(named)
+
+
+def test_an_idle_worker_looks_at_redis_s_memory_seldom_only_while_it_is_far_from_its_headroom() -> None:
+    from worker.state.memory import Reading, calm_check_s
+
+    gb = 1 << 30
+    assert calm_check_s(None, 1.0) == 1.0  # never read: look again soon
+    assert calm_check_s(Reading(used=5 * gb, maxmemory=0), 1.0) == 10.0  # no maxmemory: nothing to keep
+    # maxmemory 10 GB: the headroom leaves 8 GB, calm below 4 GB.
+    assert calm_check_s(Reading(used=3 * gb, maxmemory=10 * gb), 1.0) == 10.0
+    assert calm_check_s(Reading(used=4 * gb, maxmemory=10 * gb), 1.0) == 1.0
+    assert calm_check_s(Reading(used=9 * gb, maxmemory=10 * gb), 1.0) == 1.0

@@ -16,7 +16,7 @@ from playwright.async_api import Playwright
 
 from jobs.render.page import PageRenderer, Rendered
 from tests.support.hostile_render import RAN, Traps, channels, hostile_world, resolver
-from tests.support.rendering import bounds, driver, needs_chromium, renderer
+from tests.support.rendering import bounds, driver, measured_pace_s, needs_chromium, renderer, scaled_s
 from tests.support.tls import TestCA
 
 pytestmark = needs_chromium
@@ -28,22 +28,35 @@ async def playwright() -> AsyncIterator[Playwright]:
         yield running
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def world(ca: TestCA, playwright: Playwright) -> AsyncIterator[Traps]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pace_s(ca: TestCA, playwright: Playwright) -> float:
     async with hostile_world(ca) as traps:
+        return await measured_pace_s(renderer(playwright, ca, resolver()), traps.site, traps.site_port)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def world(ca: TestCA, playwright: Playwright, pace_s: float) -> AsyncIterator[Traps]:
+    async with hostile_world(ca) as traps:
+        traps.pace_s = pace_s
         traps.render = functools.partial(_render, renderer(playwright, ca, resolver()), traps)
         yield traps
+
+
+GENEROUS_S = 180.0
 
 
 async def _render(
     pages: PageRenderer, traps: Traps, body: str, seconds: float = 8.0, **limits: int
 ) -> Rendered:
+    """``seconds`` is what the render needs on a quiet machine; it is given that and the pace's share."""
     return await pages.render(
         f"{traps.site}/page",
         body.encode(),
         "text/html; charset=utf-8",
         bounds(traps.site_port, **limits),
-        seconds,
+        # What this suite asserts is where the page reached, never how fast: a deadline well past
+        # any loaded machine's pace, so load alone cannot fail it (the pace is one sample).
+        max(scaled_s(seconds, traps.pace_s), GENEROUS_S),
     )
 
 

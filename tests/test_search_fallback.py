@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -151,11 +150,12 @@ async def test_the_primary_stops_retrying_in_time_for_the_fallback_to_answer_wit
 ) -> None:
     settings = dataclasses.replace(with_providers(base, PLUGIN, SEARXNG), search_timeout_s=2.4)
     openrouter.will(*[provider_error(429, "slow down", retry_after="1") for _ in range(10)])
-    started = time.monotonic()
     async with searching(settings, token) as (_, client):
         found = await client.search(report, "q")
+    # Answered by the fallback at all: past the 2.4 s deadline the search would have ended in a
+    # timeout result (the deadline is the worker's to keep; a wall-clock bound here would also time
+    # the worker's start on a busy machine).
     assert found["provider"] == "searxng"
-    assert time.monotonic() - started < 2.4
     assert len(openrouter.requests) <= 2
 
 

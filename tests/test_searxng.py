@@ -184,7 +184,7 @@ async def test_an_instance_that_hangs_is_a_timeout_within_the_search_budget(
     started = time.monotonic()
     with pytest.raises(Timeout, match=r"within the search's 0\.5 s"):
         await search(provider, budget_s=0.5)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10.0  # the 0.5 s budget, not the 30 s hang (generous: a busy machine)
 
 
 async def test_ten_megabytes_of_json_are_refused_at_the_size_bound_and_not_read_whole(
@@ -197,7 +197,8 @@ async def test_ten_megabytes_of_json_are_refused_at_the_size_bound_and_not_read_
     started = time.monotonic()
     with pytest.raises(UpstreamError, match=f"larger than {MAX_ANSWER_BYTES:,} bytes"):
         await search(provider)
-    assert time.monotonic() - started < 2.0
+    # The refusal names the bound; the time only catches a pathological read (a busy machine is slow).
+    assert time.monotonic() - started < 10.0
     assert len(fake.requests) == 1
 
 
@@ -300,4 +301,4 @@ async def test_an_instance_that_hangs_ends_the_job_in_a_timeout_result(
     async with searching(dataclasses.replace(searx_settings, search_timeout_s=0.5), token) as client:
         result_ = await client.search(report, "q")
     assert result_["error"]["kind"] == "timeout"
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 20.0  # a worker's start and the 0.5 s budget, not the 30 s hang

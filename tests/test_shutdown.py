@@ -63,7 +63,7 @@ async def test_sigterm_lets_a_running_job_finish_and_write_its_result_then_exits
     result = loads(await redis.get(keys.result(slow)))
     assert result["ok"] is True
     assert result["slept"] == 1.5
-    assert took < 15, "the worker waited far longer than its job"
+    assert took < 45, "the worker waited far longer than its job (its grace is 72 s)"
     # The stopping worker took nothing new: the job waits in the queue for another replica.
     assert await redis.get(keys.result(later)) is None
     assert await redis.zscore(settings.queue_name, later) is not None

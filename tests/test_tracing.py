@@ -301,6 +301,14 @@ async def test_the_job_page_shows_the_phases_the_worker_measured(
     for row in rows:
         cells = ["".join(cell.itertext()).strip() for cell in row.findall("td")]
         assert cells[1].startswith("+") and cells[1].endswith(" ms") and cells[2].endswith(" ms"), cells
+    # The dashboard's CSP allows no inline style: the bars are SVG geometry, inside the time line.
+    root = html5lib.parse(shown, namespaceHTMLElements=False)
+    assert [element.tag for element in root.iter() if "style" in element.attrib] == []
+    (section,) = root.findall(".//section[@id='job-phases']")
+    bars = [element for element in section.iter() if str(element.tag).endswith("}rect")]
+    assert len(bars) == len(rows)
+    for bar in bars:
+        assert float(bar.attrib["x"]) >= 0 and float(bar.attrib["x"]) + float(bar.attrib["width"]) <= 100.6
 
 
 async def test_malformed_phases_on_a_line_are_left_out_and_names_escaped(

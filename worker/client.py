@@ -162,6 +162,7 @@ class ResearchClient(Verifies):
         self._results: ResultStore | None = None
         # When this client enqueued each job (monotonic s), for a wait that needs no first read.
         self._enqueued_at: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._workers = health.WorkerWatch()  # waits out a Redis restart for a worker seen before
 
     async def open(self) -> ResearchClient:
         if self._redis is not None:
@@ -386,7 +387,7 @@ class ResearchClient(Verifies):
     ) -> JsonObject:
         if TRACEPARENT not in kwargs and (parent := _trace_parent(trace_parent)) is not None:
             kwargs[TRACEPARENT] = parent
-        if self.require_worker and not await self.workers_alive():
+        if self.require_worker and not await self._workers.ready(self.redis, self.settings.queue_name):
             raise NoWorkerRunning(self.settings.queue_name, self.redis_url or "")
         await self.enqueue(function, kwargs, job_id=job_id)
         report_id = kwargs.get("report_id")

@@ -164,7 +164,8 @@ class Metrics:
         self.archive_records = Counter(
             "research_archive_records",
             "Evidence archive writes by outcome: 'written', 'revisit' (a payload stored before), "
-            "'dropped' (the writer's queue was full, or the store is known to be down), 'failed'.",
+            "'dropped' (the writer's queue was full, or the store is known to be down), 'failed', "
+            "'lost' (accepted and never written: a failed write, or swept from a stopped worker).",
             ["outcome"],
             registry=r,
         )

@@ -11,6 +11,7 @@ from jobs.fetcher import Fetched
 from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.document import Document, build_document, cut_text, reads_in_child
 from jobs.reader.formats import FORMATS, page_offsets, whole_text_paced
+from jobs.reader.ocr.ask import OcrAsk
 from jobs.reading import InHand
 from worker.guardian.urls import Target
 from worker.limits import MAX_DOCUMENT_CHARS, MAX_PAGE_OFFSETS
@@ -21,7 +22,9 @@ from worker.state.pages.entry import Page
 MIN_REDUCE_S = 0.05
 
 
-async def reduce(job: JobContext, fetched: Fetched, *, extract: str, fmt: str, until: float) -> Document:
+async def reduce(
+    job: JobContext, fetched: Fetched, *, extract: str, fmt: str, until: float, ocr: OcrAsk | None = None
+) -> Document:
     """The response read into a document, in one of the worker's CPU slots (worker.runtime.cpu_slots:
     smallest body first, small ones in a lane of their own). A page that waited long for its slot
     reduces with the time it has left, and comes back truncated rather than not at all. A PDF takes
@@ -42,6 +45,7 @@ async def reduce(job: JobContext, fetched: Fetched, *, extract: str, fmt: str, u
             until=until,
             format=fmt,
             content_language=fetched.content_language,
+            ocr=ocr,
         )
 
 
@@ -86,4 +90,6 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         pages_read=pages_read if document.pages is not None else None,
         metadata=document.metadata,
         script_shell=document.script_shell,
+        ocr=document.ocr,
+        refused=document.refused,
     )

@@ -30,10 +30,12 @@ from jobs.fetch.network import fetch_limits, guarded_get
 from jobs.fetch.page import in_both_formats, page_of, reduce
 from jobs.fetch.request import FetchRequest, PageJob
 from jobs.fetcher import Fetcher
+from jobs.reader.ocr.service import OcrService
 from jobs.reader.pieces import MAX_BACKOFF as MAX_SEAM_BACKOFF
 from jobs.reading import FromKept, InHand, KeptGone, Source, answer
 from jobs.robots import Robots
 from worker.archive.capture import Capture
+from worker.archive.failed import keep_failed
 from worker.archive.service import SharedArchive
 from worker.archive.writer import DROPPED, Archive
 from worker.config import RenderMode, Settings
@@ -78,6 +80,7 @@ class _Parts:
     domains: ReportDomains  # the deployment's domain lists, narrowed per report
     robots: Robots | None  # robots.txt, when the operator turned it on
     archive: Archive  # the evidence archive (docs/archive.md); off: every receipt is empty
+    ocr: OcrService | None = None  # scans and images: the reports' OCR budgets, scans to read on
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class FetchPageTool(PageJob):
             domains=report_domains(runtime.redis, settings),
             robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
+            ocr=OcrService(runtime.redis, self._cache_redis or runtime.redis, settings),
         )
         self._parts.hosts.start()
         self._parts.pages.start()
@@ -273,8 +277,27 @@ class FetchPageTool(PageJob):
         async def grant(wanted: int) -> int:
             return (await parts.reads.grant(job.report_id, job.job_id, wanted)).chars
 
+        source: Source = FromKept(parts.documents, kept)
+        page = kept.page
+        more = (
+            await parts.ocr.read_on(
+                job,
+                parts.documents,
+                kept,
+                fmt=request.format,
+                offset=request.offset,
+                max_chars=request.max_chars,
+                find=request.find is not None,
+                extract=request.extract,
+                until=job.deadline - DEADLINE_MARGIN_S,
+            )
+            if parts.ocr is not None
+            else None
+        )
+        if more is not None:  # a scan whose OCR stopped short, read on to reach this piece or find
+            source, page = InHand(more.texts, more.offsets), more.page
         text = await answer(
-            FromKept(parts.documents, kept),
+            source,
             request.format,
             offset=request.offset,
             max_chars=request.max_chars,
@@ -283,7 +306,7 @@ class FetchPageTool(PageJob):
         )
         if kept.page.archive_record is not None:
             parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
-        return FetchFields(kept.page, True, text)
+        return FetchFields(page, True, text)
 
     async def _miss(
         self, job: JobContext, request: FetchRequest, target: Target, hops: HopLog, until: float
@@ -295,20 +318,24 @@ class FetchPageTool(PageJob):
         it, so storing the record overlaps the reading of the page."""
         parts = self._started()
         capture = Capture() if parts.archive.enabled else None
-        fetched = await guarded_get(
-            parts.fetcher,
-            parts.hosts,
-            target,
-            hops,
-            timeout_s=job.settings.fetch_timeout_s,
-            until=until,
-            capture=capture,
-        )
-        receipt = parts.archive.fetched(job.report_id, capture) if capture is not None else DROPPED
+        with keep_failed(parts.archive, job.report_id, job.job_id, capture):  # a 404 is evidence too
+            fetched = await guarded_get(
+                parts.fetcher,
+                parts.hosts,
+                target,
+                hops,
+                timeout_s=job.settings.fetch_timeout_s,
+                until=until,
+                capture=capture,
+            )
+        receipt = DROPPED if capture is None else parts.archive.fetched(job.report_id, capture, job.job_id)
         sha256 = hashlib.sha256(fetched.body).hexdigest()
         job.runtime.metrics.bytes_read.observe(len(fetched.body))
-        with phase(REDUCE):
-            document = await reduce(job, fetched, extract=request.extract, fmt=request.format, until=until)
+        ocr = parts.ocr.ask(job) if parts.ocr is not None else None
+        with phase(REDUCE):  # a scan's OCR is its own phase too (jobs/reader/pdf/reader.py)
+            document = await reduce(
+                job, fetched, extract=request.extract, fmt=request.format, until=until, ocr=ocr
+            )
         if document.unresolved_links:
             # Counted, never quoted: the links are the page's text.
             log.info(
@@ -318,7 +345,7 @@ class FetchPageTool(PageJob):
         with phase(REDUCE):
             whole = await in_both_formats(document, job.settings.reduce_cpu_budget_s)
         with phase(ARCHIVE):
-            archive_record = await receipt.stored()
+            archive_record = await receipt.accepted()
         page = replace(
             page_of(target, fetched, document, job.settings.fetch_max_chars),
             sha256=sha256,
@@ -327,6 +354,8 @@ class FetchPageTool(PageJob):
         keeping = await parts.documents.prepare(
             page, whole.texts, whole.offsets, noted_for=(job.report_id, request.extract, target.url)
         )
+        if parts.ocr is not None:
+            await parts.ocr.keep_scan(keeping.digest, document, fetched.body)
         # A page cut by CPU time or the deadline is served to this job only (worker.state.pages.cache).
         storable = may_store(fetched.cache_control) and not document.out_of_time
         return Fresh(replace(page, document=keeping.digest), storable, keeping, made=whole)

@@ -15,6 +15,7 @@ from enum import Enum
 class DeclaredKind(Enum):
     TEXT = "text"  # read it
     PDF = "pdf"  # read it whole, up to the PDF cap
+    DOCUMENT = "document"  # an image or an office document: read whole, up to the PDF cap
     BINARY = "binary"  # refuse before reading
     UNDECLARED = "undeclared"  # read, then sniff
 
@@ -42,6 +43,23 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
 PDF = "application/pdf"
 PDF_SIGNATURE = b"%PDF-"
+# Images read by OCR, and office documents read as Markdown: in the PDF child, like a PDF.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/pjpeg", "image/tiff", "image/webp", "image/gif"})
+OFFICE_TYPES = frozenset(
+    {
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.ms-word.document.macroenabled.12",
+        "application/vnd.ms-excel.sheet.macroenabled.12",
+        "application/vnd.ms-powerpoint.presentation.macroenabled.12",
+        "application/vnd.oasis.opendocument.text",
+        "application/vnd.oasis.opendocument.spreadsheet",
+        "application/vnd.oasis.opendocument.presentation",
+    }
+)
+# What an undeclared body sniffed as one of these is read as: an office document is a zip.
+SNIFFED_OFFICE = "application/zip"
 
 
 @dataclass(frozen=True)
@@ -103,12 +121,20 @@ def declared_kind(content_type: str | None) -> DeclaredKind:
         return DeclaredKind.UNDECLARED
     if parsed.essence in PDF_TYPES:
         return DeclaredKind.PDF
+    if parsed.essence in IMAGE_TYPES or parsed.essence in OFFICE_TYPES:
+        return DeclaredKind.DOCUMENT
     return DeclaredKind.TEXT if is_text_essence(parsed.essence) else DeclaredKind.BINARY
 
 
 def looks_like_pdf(body: bytes) -> bool:
     """WHATWG's PDF signature, at the very start of the body."""
     return body.startswith(PDF_SIGNATURE)
+
+
+def looks_like_document(head: bytes) -> bool:
+    """An undeclared body read whole like a PDF: a PDF, an image OCR reads, or a zip (an office file)."""
+    sniffed = sniff(head)
+    return sniffed in (PDF, SNIFFED_OFFICE) or sniffed in IMAGE_TYPES
 
 
 # WHATWG MIME Sniffing, "rules for identifying an unknown MIME type", with the sniff-scriptable flag

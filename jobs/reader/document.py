@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 from jobs.reader.charset import Flavor, choose, decode_pieces
 from jobs.reader.content_types import (
     HTML_TYPES,
+    IMAGE_TYPES,
+    OFFICE_TYPES,
     PDF,
+    SNIFFED_OFFICE,
     DeclaredKind,
     apache_bug_binary,
     declared_kind,
@@ -34,8 +37,11 @@ from jobs.reader.links import LinkResolver, urls_in_text
 from jobs.reader.main_content import select_full, select_main
 from jobs.reader.metadata.page import html_metadata
 from jobs.reader.metadata.pdf import pdf_metadata
-from jobs.reader.pdf.reader import read_pdf
+from jobs.reader.ocr.ask import OcrAsk
+from jobs.reader.pdf.reader import PdfText, first_line, read_pdf
+from jobs.reader.pdf.wire import Kind
 from jobs.reader.script_shell import is_script_shell
+from worker.document_notes import OcrNote
 from worker.errors import UnsupportedContentType
 from worker.page_metadata import PageMetadata
 
@@ -65,6 +71,8 @@ class Document:
     readable: Readable = field(default=Readable(""), compare=False, repr=False)
     script_shell: bool = False  # HTML: nearly no text, and the markup of an app built by its scripts
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
+    ocr: OcrNote | None = None  # scans and images: the pages OCR read
+    refused: tuple[str, ...] | None = None  # office documents: the hazards found and not followed
 
 
 def render_whole(document: Document, fmt: str) -> str:
@@ -85,22 +93,35 @@ async def build_document(
     until: float | None = None,
     format: str = TEXT,
     content_language: str | None = None,
+    ocr: OcrAsk | None = None,
 ) -> Document:
     """Raise UnsupportedContentType when the body is neither text nor a PDF: declared so, or sniffed so.
 
     A PDF is read in the PDF pool (charged to the URL's site), never in the worker: ``until`` (loop
-    time) is the job's deadline, which shortens the budget of a PDF that waited for a child.
+    time) is the job's deadline, which shortens the budget of a PDF that waited for a child. So
+    are images (by OCR, with ``ocr``) and office documents (jobs/reader/office).
     """
     essence, charset = _text_type(body, content_type)
-    if essence == PDF:
+    kind = _child_kind(essence)
+    if kind is not None:
         site = urlsplit(url).hostname or ""
-        pdf = await read_pdf(body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=site, until=until)
+        pdf = await read_pdf(
+            body,
+            max_chars=max_chars,
+            cpu_budget_s=cpu_budget_s,
+            cost_key=site,
+            until=until,
+            ocr=ocr,
+            kind=kind,
+        )
+        if kind is Kind.OFFICE:
+            return await _office_document(essence, pdf, url, max_chars, format)
         readable = Readable(pdf.text, pages=pdf.page_texts)
         whole = whole_text(readable, format)
         cut = cut_text(whole, max_chars)
         metadata, invisible = pdf_metadata(pdf.declared)
         return Document(
-            content_type=PDF,
+            content_type=essence,
             title=pdf.title,
             text=cut,
             truncated=pdf.stopped_early or len(cut) < len(whole),
@@ -109,10 +130,12 @@ async def build_document(
             extraction="full",  # extract has no effect on a PDF
             pages=pdf.pages,
             pages_read=pdf.pages_read,
-            out_of_time=pdf.out_of_time,
+            # OCR that stopped short (time, or this report's OCR budget) is not to be shared either.
+            out_of_time=pdf.out_of_time or (pdf.ocr is not None and "unread_from" in pdf.ocr),
             format=format,
             readable=readable,
             metadata=metadata,
+            ocr=pdf.ocr,
         )
     budget = CpuBudget(cpu_budget_s)
     flavor = _flavor(essence)
@@ -140,7 +163,7 @@ async def build_document(
     selection = select_main(reduction) if extract == "main" else select_full(reduction)
     await asyncio.sleep(0)
     resolver = await _harvest(reduction.hrefs, reduction.base_href, url)
-    readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical)
+    readable = html_readable(selection.blocks, reduction.hrefs, resolver.canonical, resolver.links)
     whole = await whole_text_paced(readable, format, budget)
     cut = cut_text(whole, max_chars)
     metadata, invisible = await html_metadata(reduction, url, content_language, budget)
@@ -168,11 +191,40 @@ def readable_chars(reduction: Reduction) -> int:
 
 
 def reads_in_child(body: bytes, content_type: str | None) -> bool:
-    """Whether the body is a PDF, read in the PDF pool rather than in the worker's CPU slots."""
+    """Whether the body is a PDF (an image, an office document), read in the PDF pool rather than
+    in the worker's CPU slots."""
     try:
-        return _text_type(body, content_type)[0] == PDF
+        return _child_kind(_text_type(body, content_type)[0]) is not None
     except UnsupportedContentType:
         return False
+
+
+def _child_kind(essence: str) -> Kind | None:
+    if essence == PDF:
+        return Kind.PDF
+    if essence in IMAGE_TYPES:
+        return Kind.IMAGE
+    if essence in OFFICE_TYPES or essence == SNIFFED_OFFICE:
+        return Kind.OFFICE
+    return None
+
+
+async def _office_document(essence: str, office: PdfText, url: str, max_chars: int, fmt: str) -> Document:
+    readable = Readable(office.text, markdown=office.markdown)
+    whole = whole_text(readable, fmt)
+    cut = cut_text(whole, max_chars)
+    return Document(
+        content_type=essence,
+        title=first_line(office.text),
+        text=cut,
+        truncated=office.stopped_early or len(cut) < len(whole),
+        links=await harvest_links([], None, url),
+        hidden_removed=office.hidden_removed,
+        extraction="full",
+        format=fmt,
+        readable=readable,
+        refused=office.refused or None,
+    )
 
 
 def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:
@@ -180,9 +232,13 @@ def _text_type(body: bytes, content_type: str | None) -> tuple[str, str | None]:
     kind = declared_kind(content_type)
     if kind is DeclaredKind.PDF:
         return PDF, None
+    if kind is DeclaredKind.DOCUMENT:
+        parsed = parse_content_type(content_type)
+        assert parsed is not None
+        return parsed.essence, None
     if kind is DeclaredKind.UNDECLARED:
         sniffed = sniff(body)
-        if not is_text_essence(sniffed) and sniffed != PDF:
+        if not is_text_essence(sniffed) and _child_kind(sniffed) is None:
             raise UnsupportedContentType(
                 f"the body is {sniffed}, neither text nor a PDF (no usable Content-Type was sent)"
             )

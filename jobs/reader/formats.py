@@ -35,8 +35,11 @@ class Readable:
 
     plain: str  # the whole text in the "text" format
     blocks: Sequence[Block] | None = None  # HTML: the chosen blocks
-    targets: Mapping[int, str] = field(default_factory=dict)  # HTML: link -> canonical URL
+    # HTML: link (an index into the reduction's hrefs) -> its number, its place in the result's
+    # ``links`` counted from 1
+    targets: Mapping[int, int] = field(default_factory=dict)
     pages: Sequence[str] | None = None  # PDFs: each page's text, in order, empty ones included
+    markdown: str | None = None  # office documents: the Markdown their reader wrote
 
 
 def whole_text(readable: Readable, fmt: str) -> str:
@@ -47,6 +50,8 @@ def whole_text(readable: Readable, fmt: str) -> str:
         return markdown.render(readable.blocks, readable.targets)
     if readable.pages is not None:
         return pdf_markdown(readable.pages)
+    if readable.markdown is not None:
+        return readable.markdown
     return fenced(readable.plain)
 
 
@@ -111,7 +116,15 @@ def fenced(text: str) -> str:
     return f"{fence}\n{text}\n{fence}" if text else ""
 
 
-def html_readable(blocks: Sequence[Block], hrefs: Sequence[str], canonical: Mapping[str, str]) -> Readable:
-    """An HTML page's Readable: ``canonical`` maps each raw href to its canonical link."""
-    targets = {index: canonical[href] for index, href in enumerate(hrefs) if href in canonical}
+def html_readable(
+    blocks: Sequence[Block], hrefs: Sequence[str], canonical: Mapping[str, str], links: Sequence[str]
+) -> Readable:
+    """An HTML page's Readable: ``canonical`` maps each raw href to its canonical link, and
+    ``links`` are the result's links, which the Markdown's references number."""
+    numbers = {link: number for number, link in enumerate(links, 1)}
+    targets = {
+        index: numbers[canonical[href]]
+        for index, href in enumerate(hrefs)
+        if href in canonical and canonical[href] in numbers
+    }
     return Readable(plain=join_blocks(list(blocks)), blocks=blocks, targets=targets)

@@ -32,6 +32,7 @@ agree); none names a site.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -78,6 +79,7 @@ DISCARD_BELOW = 300  # characters: a paragraph this short in a part named "bylin
 CAPTION_KEEP = 200  # characters: a caption this long is a paragraph of its own
 MIN_PROSE = 100.0  # prose characters below which a page is not an article
 MAIN_SHARE = 0.5  # of the page's prose the choice must hold
+ARTICLE_SHARE = 0.25  # of the best container's prose the page's only <article> holds to win over it
 WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
 LINK_LISTING = 0.5  # link share of the choice's text above which it is a listing
 HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
@@ -119,13 +121,17 @@ def weight(block: Block) -> float:
 
 
 def select_full(reduction: Reduction) -> Selection:
-    return Selection(reduction.blocks, "full")
+    blocks = reduction.blocks
+    pictures = reduction.pictures
+    if not pictures:
+        return Selection(blocks, "full")
+    return Selection(_merged(blocks, range(len(blocks)), pictures), "full")
 
 
 def select_main(reduction: Reduction) -> Selection:
     blocks = _unwrapped(reduction)
     if not blocks:
-        return Selection(blocks, "full")
+        return select_full(reduction)
     title = Title.of(reduction.title)
     teasers = _teasers(reduction, title)
     weights = _weights(blocks, teasers, title)
@@ -142,6 +148,7 @@ def select_main(reduction: Reduction) -> Selection:
             score == best_score and container.end - container.start > best.end - best.start
         ):
             best, best_score = container, score
+    best = _the_article(reduction, best, prose)
     span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
     base = best.bits | _house_style(blocks, best)
     kept = [index for index in span if _keep(blocks[index], base)]
@@ -149,13 +156,74 @@ def select_main(reduction: Reduction) -> Selection:
     kept = _trim(kept, blocks, weights, base)
     body = _body(kept, reduction.containers, weights, prose, best)
     kept = _within_body(kept, blocks, weights, body)
+    sole = _sole_article(reduction, best)
+    kept = _with_lists(kept, blocks, weights, sole, base)
     kept = _without_headline(kept, blocks, title)
     chosen = [blocks[index] for index in kept]
-    if _implausible(chosen, blocks[best.start : best.end], prose[best.end] - prose[best.start], prose[-1]):
-        return Selection(blocks, "full")
+    chosen_prose = prose[best.end] - prose[best.start]
+    if sole is not None and sole.own_bits & ARTICLE and chosen_prose >= MIN_PROSE / 2:
+        # The page's one <article> is its main content however short it is, or however many of
+        # its lines are links (a programme, a reading list): the page says so itself.
+        return Selection(_with_pictures(kept, blocks, reduction.pictures, body, base), "main")
+    inside = blocks[best.start : best.end]
+    # In the page's one <main>, a list of links is its content (a programme under its intro);
+    # the other checks still stand, so a results table or an index page still falls back.
+    if _implausible(chosen, inside, chosen_prose, prose[-1], listing=sole is None):
+        return select_full(reduction)
     if _leaves_out_text(blocks, kept, teasers):
-        return Selection(blocks, "full")
-    return Selection(chosen, "main")
+        return select_full(reduction)
+    return Selection(_with_pictures(kept, blocks, reduction.pictures, body, base), "main")
+
+
+def _the_article(reduction: Reduction, best: Container, prose: list[float]) -> Container:
+    """The page's only <article>, over a container outside it that outweighs it (a short press
+    release above the site's plain "about us" paragraphs), when it holds at least a quarter of
+    that container's prose: the page says what its article is."""
+    articles = [container for container in reduction.containers if container.own_bits & ARTICLE]
+    if len(articles) != 1:
+        return best
+    article = articles[0]
+    if article.start <= best.start and best.end <= article.end:
+        return best
+    held = prose[article.end] - prose[article.start]
+    if held < MIN_PROSE / 2 or held < ARTICLE_SHARE * (prose[best.end] - prose[best.start]):
+        return best
+    return article
+
+
+def _sole_article(reduction: Reduction, best: Container) -> Container | None:
+    """The page's only <article> (or role=article), else its only <main>, when it holds the chosen
+    container: an index page has many articles, a single story one."""
+    for kind in (ARTICLE, MAIN):
+        found = [container for container in reduction.containers if container.own_bits & kind]
+        if found:
+            only = found[0]
+            if len(found) == 1 and only.start <= best.start and best.end <= only.end:
+                return only
+            return None
+    return None
+
+
+def _with_lists(
+    kept: list[int], blocks: list[Block], weights: list[float], around: Container | None, base_bits: int
+) -> list[int]:
+    """In the page's sole <article> or <main>, its lists of links when they hold more text than its
+    prose (a programme under a short intro), outside parts named like furniture; in an article of
+    prose, a list of links is "more on this" or "related", and goes."""
+    if around is None or not kept:
+        return kept
+    lists = [
+        index
+        for index in range(around.start, around.end)
+        if blocks[index].bits & LIST
+        and blocks[index].text
+        and not blocks[index].bits & ~base_bits & (FURNITURE | DISCARD_HINT | BOILERPLATE_HINT)
+    ]
+    listed = sum(len(blocks[index].text) for index in lists if index not in kept)
+    prose = sum(weights[index] for index in range(around.start, around.end) if weights[index] > 0)
+    if listed <= prose:
+        return kept
+    return sorted({*kept, *lists})
 
 
 @dataclass(frozen=True)
@@ -252,6 +320,36 @@ def _within_body(kept: list[int], blocks: list[Block], weights: list[float], bod
         or (index < body.start and (blocks[index].bits & HEADING or weights[index] > 0))
         or (index >= body.end and blocks[index].bits & (TABLE | PRE))
     ]
+
+
+def _with_pictures(
+    kept: list[int], blocks: list[Block], pictures: list[tuple[int, Block]], body: Container, base_bits: int
+) -> list[Block]:
+    """The chosen blocks with the article's own pictures (their alt text, which Markdown shows):
+    those that stand between the first and the last block kept, inside the body, and not in its
+    furniture."""
+    if not kept:
+        return []
+    low, high = max(kept[0], body.start) + 1, min(kept[-1], body.end)
+    inside = [
+        (position, picture)
+        for position, picture in pictures
+        if low <= position <= high and not picture.bits & ~base_bits & FURNITURE
+    ]
+    return _merged(blocks, kept, inside)
+
+
+def _merged(blocks: list[Block], kept: Sequence[int], pictures: list[tuple[int, Block]]) -> list[Block]:
+    """The kept blocks with each picture before the block it stood before (or last)."""
+    merged: list[Block] = []
+    at = 0
+    for index in kept:
+        while at < len(pictures) and pictures[at][0] <= index:
+            merged.append(pictures[at][1])
+            at += 1
+        merged.append(blocks[index])
+    merged.extend(picture for _, picture in pictures[at:])
+    return merged
 
 
 def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:
@@ -466,13 +564,24 @@ def _leaves_out_text(blocks: list[Block], kept: list[int], teasers: list[int]) -
     return left > LEFT_OUT * chosen
 
 
-def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float) -> bool:
+def _implausible(
+    chosen: list[Block], inside: list[Block], chosen_prose: float, all_prose: float, *, listing: bool = True
+) -> bool:
     """True when the choice is not a page's main content: fall back to the full text.
 
     Nothing chosen; a page with hardly any prose (a product page, a registry record of table
     cells); a choice that is mostly links (a list of headlines: an index page); or a choice that
     holds less than half of the page's prose (teasers spread over an index page, or a wrong guess).
     """
+    if not listing:
+        # The page's one <main> around a list: an intro of a line or two and the list it leads to.
+        text = sum(len(b.text) for b in chosen)
+        return (
+            not chosen
+            or all_prose < MIN_PROSE / 2
+            or text < MIN_PROSE
+            or chosen_prose < MAIN_SHARE * all_prose
+        )
     if not chosen or all_prose < MIN_PROSE or chosen_prose < MAIN_SHARE * all_prose:
         return True
     chars = sum(len(b.text) for b in inside)
@@ -483,6 +592,8 @@ def _implausible(chosen: list[Block], inside: list[Block], chosen_prose: float, 
 def join_blocks(blocks: list[Block]) -> str:
     parts: list[str] = []
     for block in blocks:
+        if not block.text:
+            continue  # an image's alt text alone: Markdown shows it, the plain text never did
         if parts:
             parts.append(block.sep)
         parts.append(block.text)

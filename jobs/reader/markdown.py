@@ -13,8 +13,10 @@ What each block becomes (docs/reader.md tells it for people):
   a ``colspan`` written as empty cells after its own, every row as wide as the widest; a table of
   one column, or one whose cells hold headings or many blocks (a page laid out in a table), is
   read as the blocks it holds;
-- a link whose href is among the page's links (canonical https): ``[text](<url>)``; any other
-  link is its text; an image: its alt text.
+- a link whose href is among the page's links (canonical https): ``[text][n]``, a reference to
+  the n-th of the result's ``links`` (from 1), which carries the URL once for every mention; no
+  definitions are written (``references`` writes them for a renderer). Any other link is its
+  text; an image: ``![alt]()``, its alt text as an image with no source.
 
 Blocks are separated by a blank line (inside a quote, a ``>`` line, so the quote goes on).
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from jobs.reader import markdown_escape as escape
-from jobs.reader.html.blocks import Block
+from jobs.reader.html.blocks import EXTRA, Block
 from jobs.reader.html.structure import CELL, ITEM, LIST, QUOTE, TABLE, Frame
 from jobs.reader.html.vocabulary import PRE
 
@@ -36,19 +38,25 @@ MAX_COLUMNS = 64  # a row's cells past this many are joined into its last one
 LAYOUT_CELL_BLOCKS = 5  # a cell with more blocks than this is a page's layout, not data
 
 
-def render(blocks: Sequence[Block], targets: Mapping[int, str]) -> str:
+def render(blocks: Sequence[Block], targets: Mapping[int, int]) -> str:
     """The blocks as Markdown; ``targets`` maps a link (an index into the reduction's hrefs) to
-    its canonical URL, for the links that are in the result's ``links``."""
+    its number, its place (from 1) in the result's ``links``."""
     return "".join(pieces(blocks, targets))
 
 
-def pieces(blocks: Sequence[Block], targets: Mapping[int, str]) -> Iterator[str]:
+def references(links: Sequence[str]) -> str:
+    """The reference definitions that resolve a result's ``[text][n]`` links, for a renderer:
+    appended after a blank line, they make the Markdown's links point at their URLs."""
+    return "\n".join(f"[{number}]: {escape.destination(link)}" for number, link in enumerate(links, 1))
+
+
+def pieces(blocks: Sequence[Block], targets: Mapping[int, int]) -> Iterator[str]:
     """``render`` a unit (a block, a table) at a time, so a caller can pause between them."""
     return _Renderer(blocks, targets).pieces()
 
 
 class _Renderer:
-    def __init__(self, blocks: Sequence[Block], targets: Mapping[int, str]) -> None:
+    def __init__(self, blocks: Sequence[Block], targets: Mapping[int, int]) -> None:
         self._blocks = blocks
         self._targets = targets
         self._layout = _layout_tables(blocks)
@@ -168,10 +176,15 @@ class _Renderer:
         for runs in block.runs:
             parts: list[str] = []
             for text, link in runs:
+                if link == EXTRA:
+                    # An image as an image: its alt text, and no source (it costs the agent
+                    # characters and shows it nothing). Renderers show the alt text in its place.
+                    parts.append(f"![{escape.heading(text) if heading else escape.inline(text)}]()")
+                    continue
                 written = escape.heading(text) if heading else escape.inline(text)
-                target = self._targets.get(link >> 1) if link >= 0 else None
-                if target is not None and text.strip():
-                    written = f"[{written}]({escape.destination(target)})"
+                number = self._targets.get(link >> 1) if link >= 0 else None
+                if number is not None and text.strip():
+                    written = f"[{written}][{number}]"
                     if parts and parts[-1].endswith("!"):
                         parts[-1] = parts[-1][:-1] + "\\!"  # "!" before a link makes it an image
                 parts.append(written)

@@ -8,8 +8,9 @@ defines for every ASCII punctuation character:
 
 - anywhere in a line: ``\\`` (escapes, hard breaks), `` ` `` (code), ``*`` and ``_`` (emphasis,
   thematic breaks), ``[`` and ``]`` (links, images, reference definitions), ``<`` and ``>`` (HTML,
-  autolinks, block quotes), ``|`` (table cells), ``~`` (fences, strikethrough), and ``&`` when it
-  starts something that reads as a character reference (``&amp;``, ``&#35;``);
+  autolinks, block quotes), ``|`` (table cells), ``~`` (fences, strikethrough), ``$`` (math, which
+  GitHub's renderer reads between dollars), and ``&`` when it starts something that reads as a
+  character reference (``&amp;``, ``&#35;``);
 - at the start of a line: ``#`` (ATX headings), ``-``, ``+`` and ``=`` (list items, thematic
   breaks, setext underlines), and the ``.`` or ``)`` after up to nine digits and before a space
   (ordered list items);
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-_INLINE = re.compile(r"[\\`*_\[\]<>|~]|&(?=#?[0-9A-Za-z]+;)")
+_INLINE = re.compile(r"[\\`*_\[\]<>|~$]|&(?=#?[0-9A-Za-z]+;)")
 _ORDERED = re.compile(r"(\d{1,9})([.)])(?=\s|$)")
 _LINE_START = frozenset("#-+=")
 # In a link destination between < and >, these would end it or be read as escapes or references.

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobs.render import screenshot
 from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.pool import Browsers
 from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
@@ -107,6 +108,7 @@ class Rendered:
     peak_memory_bytes: int
     refused_in_browser: list[str] = field(default_factory=list)  # "navigation", "scheme", "popup"
     seconds: float = 0.0
+    screenshot: bytes | None = None  # PNG of what the browser showed (jobs/render/screenshot.py)
 
 
 class PageRenderer:
@@ -144,7 +146,7 @@ class PageRenderer:
                     router = _Router(page, body, content_type, refused, held.asked)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
-                    html, hidden, cut, settled = await self._load_and_read(page, url, bounds, deadline)
+                    html, hidden, cut, settled, shot = await self._load_and_read(page, url, bounds, deadline)
                 egress_log = held.proxy.log  # its final counts, once the browser is gone
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
@@ -181,13 +183,14 @@ class PageRenderer:
             peak_memory_bytes=watch.peak_bytes,
             refused_in_browser=refused,
             seconds=time.monotonic() - started,
+            screenshot=shot,
         )
 
     async def _load_and_read(
         self, page: Page, url: str, bounds: RenderBounds, deadline: float
-    ) -> tuple[str, int, bool, bool]:
-        """Load, wait for quiet, read; every wait within what is left before ``deadline`` (loop
-        time), keeping enough for the read."""
+    ) -> tuple[str, int, bool, bool, bytes | None]:
+        """Load, wait for quiet, take the screenshot, read; every wait within what is left before
+        ``deadline`` (loop time), keeping enough for the read."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
@@ -209,6 +212,7 @@ class PageRenderer:
                 await page.wait_for_load_state(
                     "networkidle", timeout=min(QUIET_MAX_S, left(READ_RESERVE_S)) * 1000
                 )
+        shot = await screenshot.take(page, left(READ_RESERVE_S) - 0.2)
         # A page whose scripts hold its main thread forever never answers: the read has its own bound.
         try:
             html, hidden, cut = await asyncio.wait_for(
@@ -216,7 +220,7 @@ class PageRenderer:
             )
         except TimeoutError:
             raise Timeout("the page's scripts did not let it be read (its main thread stayed busy)") from None
-        return str(html), int(hidden), bool(cut), settled
+        return str(html), int(hidden), bool(cut), settled, shot
 
 
 class _Router:

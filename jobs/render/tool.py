@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import math
 import time
@@ -32,6 +33,10 @@ from jobs.reader.formats import TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
 from jobs.render.pool import Browsers, browsers_for
+from worker.archive.capture import Capture, hearing
+from worker.archive.failed import keep_failed
+from worker.archive.service import SharedArchive
+from worker.archive.writer import DROPPED, Archive
 from worker.config import ConfigError
 from worker.errors import GuardianRefusal, InvalidRequest, UnsupportedContentType
 from worker.guardian.connector import guarded_session
@@ -53,6 +58,7 @@ RENDER_SLOTS = 2
 # What the render leaves for the reduction and the result, of the fetch's remaining time.
 REDUCE_RESERVE_S = 1.5
 MIN_RENDER_S = 2.0
+RENDER_SUFFIX = ":render"  # a render job's id is its fetch job's with this (jobs/render/delegate.py)
 
 
 class RenderPageTool(PageJob):
@@ -61,6 +67,8 @@ class RenderPageTool(PageJob):
 
     def __init__(self, resolver: AbstractResolver | None = None) -> None:
         self._resolver = resolver
+        self._shared = SharedArchive()
+        self._archive: Archive | None = None
         self._playwright: Any = None
         self._renderer: PageRenderer | None = None
         self._fetcher: Fetcher | None = None
@@ -83,10 +91,14 @@ class RenderPageTool(PageJob):
         self._fetcher = Fetcher(
             guarded_session(settings, policy, self._resolver), policy, fetch_limits(settings)
         )
+        self._archive = self._shared.open(settings, runtime.redis, runtime.metrics)
 
     async def stop(self) -> None:
         if self._browsers is not None:
             await self._browsers.stop()  # every warm browser killed before the driver goes
+        if self._archive is not None:
+            self._archive = None
+            await self._shared.close()
         if self._fetcher is not None:
             await self._fetcher.close()
         if self._playwright is not None:
@@ -95,8 +107,10 @@ class RenderPageTool(PageJob):
     async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
         url, extract, deadline_at = _parse(arguments)
         fmt = text_format(arguments.get("format", TEXT))
-        if self._renderer is None or self._fetcher is None:
+        if self._renderer is None or self._fetcher is None or self._archive is None:
             raise RuntimeError("render_page was not started by this worker")
+        archive, fetch_job = self._archive, job.job_id.removesuffix(RENDER_SUFFIX)
+        capture = Capture() if archive.enabled else None
         settings = job.settings
         menu = job.runtime.menu
         loop = asyncio.get_running_loop()
@@ -106,8 +120,9 @@ class RenderPageTool(PageJob):
             target = check_url(url, self._fetcher.policy)
             await require_on_menu(menu, job.report_id, target)
             seconds = max(0.0, min(settings.fetch_timeout_s, until - loop.time()))
-            async with time_bound(seconds, target):
-                fetched = await self._fetcher.get(target, report_rule(menu, job.report_id))
+            with keep_failed(archive, job.report_id, fetch_job, capture), hearing(capture):
+                async with time_bound(seconds, target):
+                    fetched = await self._fetcher.get(target, report_rule(menu, job.report_id), capture)
         except GuardianRefusal as refusal:
             job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
@@ -154,13 +169,23 @@ class RenderPageTool(PageJob):
             body_truncated=rendered.truncated or fetched.truncated,
             format=fmt,
         )
+        # The document's exchange, the DOM the reader read and the screenshot (docs/archive.md).
+        receipt = (
+            archive.rendered(job.report_id, capture, rendered.html, rendered.screenshot, fetch_job)
+            if capture is not None
+            else DROPPED
+        )
         page = page_of(target, fetched, document, settings.fetch_max_chars)
+        record = await receipt.accepted()
         page = dataclasses.replace(
             page,
             bytes_read=len(fetched.body) + rendered.egress.bytes,
             hidden_removed=page.hidden_removed + rendered.hidden_removed,
             rendered=True,
             script_shell=False,
+            sha256=hashlib.sha256(fetched.body).hexdigest(),
+            archive_record=record,
+            screenshot_record=receipt.screenshot if record is not None else None,
         )
         return FetchFields(page, cached=False)
 

@@ -28,19 +28,23 @@ from tests.support.fake_dns import FakeResolver
 from tests.support.tls import TestCA, serve
 
 RAN = "The hostile page ran its script."
-STUN_PORT = 3478
+# Bind attempts for the traps: the site's port comes from the OS for TCP on 127.0.0.1, and the traps
+# need the same number on 127.0.0.2 (TCP and UDP), which another program may hold by chance.
+TRAP_ATTEMPTS = 8
 
 
 @dataclass
 class Traps:
     site_port: int
     http_port: int
+    stun_port: int = 0  # a UDP port the OS chose on 127.0.0.2 (STUN and TURN, for WebRTC)
     tcp: list[str] = field(default_factory=list)
     datagrams: list[str] = field(default_factory=list)
     http: list[str] = field(default_factory=list)
     site_paths: list[str] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)  # ends the /hang responses
     render: Any = None  # the test module's render function for this world
+    pace_s: float = 0.0  # a trivial render's time on this machine now (tests.support.rendering)
 
     @property
     def reached(self) -> list[str]:
@@ -105,9 +109,9 @@ def channels(t: Traps) -> dict[str, str]:
         "webrtc": page(
             "",
             "<script>try{const pc=new RTCPeerConnection({iceServers:[{urls:'stun:127.0.0.2:"
-            + str(STUN_PORT)
+            + str(t.stun_port)
             + "'},{urls:'turn:127.0.0.2:"
-            + str(STUN_PORT)
+            + str(t.stun_port)
             + "?transport=udp',username:'u',credential:'p'}]});"
             "pc.createDataChannel('d');pc.createOffer().then(o=>pc.setLocalDescription(o));}catch(e){}"
             "</script>",
@@ -214,6 +218,23 @@ async def hostile_world(ca: TestCA) -> AsyncIterator[Traps]:
             return web.Response(body=_PNG, content_type="image/png")
         return web.Response(text="ok")
 
+    for attempt in range(TRAP_ATTEMPTS):
+        try:
+            async with _world(ca, ok, record_http) as built:
+                traps = built
+                yield built
+                return
+        except _PortTaken:
+            if attempt == TRAP_ATTEMPTS - 1:
+                raise
+
+
+class _PortTaken(Exception):
+    """The site's port number is held on 127.0.0.2 by someone else: try another."""
+
+
+@contextlib.asynccontextmanager
+async def _world(ca: TestCA, ok: Any, record_http: Any) -> AsyncIterator[Traps]:
     async with serve({"/{tail:.*}": ok}, ca.server_context()) as site:
         http_app = web.Application()
         http_app.router.add_route("*", "/{tail:.*}", record_http)
@@ -229,14 +250,26 @@ async def hostile_world(ca: TestCA) -> AsyncIterator[Traps]:
             traps.tcp.append(str(writer.get_extra_info("peername")))
             writer.close()
 
-        tcp = await asyncio.start_server(record_tcp, "127.0.0.2", site.port)
         loop = asyncio.get_running_loop()
-        udp = []
-        for port in (STUN_PORT, site.port):
-            transport, _ = await loop.create_datagram_endpoint(
-                lambda: _Datagrams(traps), local_addr=("127.0.0.2", port)
-            )
-            udp.append(transport)
+        udp: list[asyncio.DatagramTransport] = []
+        tcp: asyncio.Server | None = None
+        try:
+            tcp = await asyncio.start_server(record_tcp, "127.0.0.2", site.port)
+            for port in (0, site.port):  # STUN's trap on a port the OS picks; QUIC's on the site's
+                transport, _ = await loop.create_datagram_endpoint(
+                    lambda: _Datagrams(traps), local_addr=("127.0.0.2", port)
+                )
+                udp.append(transport)
+        except OSError as taken:
+            for transport in udp:
+                transport.close()
+            if tcp is not None:
+                tcp.close()
+                await tcp.wait_closed()
+            await runner.cleanup()
+            raise _PortTaken from taken
+        assert tcp is not None
+        traps.stun_port = udp[0].get_extra_info("sockname")[1]
         try:
             yield traps
         finally:

@@ -55,13 +55,16 @@ async def serving(
     *,
     progress_every_s: float = 2.0,
     report_prefix: str = "mcp-",
+    built_for: str = "127.0.0.1",
 ) -> AsyncIterator[McpHttp]:
+    """``built_for``: the host the app is built as if bound to (another than loopback turns the
+    SDK's own Host and Origin check off); it is served on 127.0.0.1 whatever it names."""
     app = build_app(
         settings,
         formatted(settings, ToolFormat.MCP)["tools"],
         client,
         tokens,
-        host="127.0.0.1",
+        host=built_for,
         version="test",
         progress_every_s=progress_every_s,
         report_prefix=report_prefix,
@@ -70,12 +73,11 @@ async def serving(
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(60):  # generous: a loaded machine starts uvicorn slowly
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         yield McpHttp(f"http://127.0.0.1:{port}/mcp")
     finally:

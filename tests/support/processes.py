@@ -69,7 +69,7 @@ def read_log(process: subprocess.Popen[bytes]) -> str:
 
 
 def wait_healthy(
-    settings: Settings, count: int, timeout_s: float = 30.0, *, redis_url: str | None = None
+    settings: Settings, count: int, timeout_s: float = 120.0, *, redis_url: str | None = None
 ) -> None:
     """Wait until ``count`` replicas have written their health keys (read at ``redis_url`` when the
     settings name Redis through Sentinel, which a plain client cannot follow)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import shutil
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -57,3 +58,27 @@ async def driver() -> AsyncIterator[Playwright]:
 def renderer(playwright: Playwright, ca: TestCA, resolver: FakeResolver) -> PageRenderer:
     assert CHROMIUM is not None
     return PageRenderer(playwright, BrowserLauncher(CHROMIUM, str(ca.bundle)), POLICY, resolver)
+
+
+# A render's deadline in the browser tests is what it needs on a quiet machine, stretched by how much
+# slower a trivial render is here now than on a quiet one (mostly the browser's launch), plus that
+# render's own time: on a loaded machine (load 14 and two busy loops) a trivial render took 9.6 s and
+# a hostile page with every channel at once needed more than 37 s.
+QUIET_PACE_S = 1.0
+
+
+async def measured_pace_s(pages: PageRenderer, site: str, port: int) -> float:
+    """How long a trivial render takes on this machine now."""
+    started = time.monotonic()
+    await pages.render(
+        f"{site}/page",
+        b"<html><body><p>pace</p></body></html>",
+        "text/html; charset=utf-8",
+        bounds(port),
+        120.0,
+    )
+    return time.monotonic() - started
+
+
+def scaled_s(base_s: float, pace_s: float) -> float:
+    return base_s * max(1.0, pace_s / QUIET_PACE_S) + pace_s

@@ -10,6 +10,8 @@ from worker.config import Settings
 from worker.runtime.envelope import ToolJob
 from worker.runtime.worker import ResearchWorker
 
+STARTUP_S = 60.0
+
 
 @contextlib.asynccontextmanager
 async def running_worker(
@@ -18,13 +20,13 @@ async def running_worker(
     worker = ResearchWorker(settings, tools, handle_signals=False, **kwargs)  # type: ignore[arg-type]
     task = asyncio.create_task(worker.async_run())
     try:
-        for _ in range(500):
-            # Started, and beating: a client refuses to enqueue on a queue where no worker beats.
-            if worker.runtime is not None and await worker.pool.exists(worker.health_check_key):
-                break
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
+        # Started, and beating: a client refuses to enqueue on a queue where no worker beats. The
+        # wait is generous (a loaded machine starts a worker slowly) and fails loudly when it ends.
+        async with asyncio.timeout(STARTUP_S):
+            while not (worker.runtime is not None and await worker.pool.exists(worker.health_check_key)):
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
         yield worker
     finally:
         # Let jobs in flight finish (as a SIGTERM with a grace period would), then stop the loop.

@@ -11,9 +11,13 @@ record's payload is the de-chunked body, as WARC 1.1 defines the payload.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from worker.guardian.connector import CONNECTED
 
 if TYPE_CHECKING:
     import aiohttp
@@ -35,6 +39,7 @@ class Hop:
     identity: bool  # no Content-Encoding: the wire bytes are the decoded bytes
     chunks: list[bytes] = field(default_factory=list)
     truncated: str | None = None  # WARC-Truncated: "length" when the fetch stopped reading at a cap
+    complete: bool = False  # the fetcher finished with its body (read to the end, or to a cap)
 
     def body(self) -> bytes:
         return b"".join(self.chunks)
@@ -76,14 +81,40 @@ class Capture:
         if not self.hops:
             return
         hop = self.hops[-1]
+        hop.complete = True
         if cut:
             hop.truncated = "length"
             if hop.identity:
                 hop.chunks = [hop.body()[:decoded]]
 
+    def failed(self, why: str) -> None:
+        """The fetch ended in an error before its last body was read to the end (a refused type,
+        a timeout, a connection lost): what was kept of it is marked cut, with why."""
+        hop = self.final
+        if hop is not None and not hop.complete and (hop.chunks or why != "length" or not _redirect(hop)):
+            hop.truncated = why
+
     @property
     def final(self) -> Hop | None:
         return self.hops[-1] if self.hops else None
+
+
+@contextlib.contextmanager
+def hearing(capture: Capture | None) -> Iterator[None]:
+    """While it lasts, the guarded connector tells ``capture`` the address of each connection."""
+    if capture is None:
+        yield
+        return
+    token = CONNECTED.set(capture.peers)
+    try:
+        yield
+    finally:
+        CONNECTED.reset(token)
+
+
+def _redirect(hop: Hop) -> bool:
+    status = hop.response_head[9:12]
+    return status in (b"301", b"302", b"303", b"307", b"308")
 
 
 def _identity(content_encoding: str | None) -> bool:

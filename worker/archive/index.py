@@ -8,7 +8,8 @@ for ``RESEARCH_ARCHIVE_DAYS``). Only ids that parse are ever read back.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from worker.archive.ids import parse_record_id
 from worker.state import keys
@@ -35,7 +36,8 @@ class ReportIndex:
         self._ttl_s = window_s + int(2 * RENEW_EVERY_S)
         self._renewals = Renewals(RENEW_EVERY_S)
 
-    async def add(self, report_id: str, record: str) -> None:
+    async def add(self, report_id: str, record: str, also: Callable[[Any], None] | None = None) -> None:
+        """``also`` adds commands of the caller's to the same round trip (the writer's journal)."""
         key = keys.archive_report(report_id)
 
         async def push(renew: bool) -> tuple[int, bool]:
@@ -43,6 +45,8 @@ class ReportIndex:
                 pipe.rpush(key, record)
                 if renew:
                     pipe.expire(key, self._ttl_s)
+                if also is not None:
+                    also(pipe)
                 return int((await pipe.execute())[0]), renew
 
         length, renew = await self._renewals.carried(report_id, push, lambda _: True)

@@ -22,7 +22,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.utils import Digester
 from warcio.warcwriter import WARCWriter
 
-from worker.archive.capture import Capture, Hop
+from worker.archive.capture import RENAMED, Capture, Hop
 from worker.archive.ids import new_record_id
 
 WARC_VERSION = "1.1"
@@ -31,6 +31,19 @@ WARC_VERSION = "1.1"
 # reading pages, while the bytes are the store's, and a repeated page is a revisit anyway.
 GZIP_LEVEL = 1
 SOFTWARE = "research-worker"
+RENAMED_LENGTH = RENAMED + b"Content-Length:"
+FORMAT = "WARC File Format 1.1"
+CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Where a file's records come from: its report and job (``WARC-Research-Report``,
+    ``WARC-Research-Job`` on every record) and what the ``warcinfo`` that opens it says."""
+
+    report_id: str
+    job_id: str | None
+    info: Mapping[str, str]  # warcinfo fields (software, operator, user agent, robots policy)
 
 
 @dataclass(frozen=True)
@@ -66,31 +79,88 @@ def payload_digest(body: bytes) -> str:
     return str(digester)
 
 
-def fetch_file(capture: Capture, final_id: str, original: Original | None = None) -> bytes:
-    """Every hop of a fetch as request/response pairs; the last response has ``final_id``, and is
-    a revisit of ``original`` when that is given (the same payload, stored once)."""
+def fetch_file(capture: Capture, final_id: str, stamp: Stamp, original: Original | None = None) -> bytes:
+    """A ``warcinfo``, then every hop of a fetch as request/response pairs; the last response has
+    ``final_id``, and is a revisit of ``original`` when that is given (the same payload, stored once)."""
     out = io.BytesIO()
+    info_id = _warcinfo(out, final_id, stamp)
     for position, hop in enumerate(capture.hops):
         last = position == len(capture.hops) - 1
         response_id = final_id if last else new_record_id()
         if last and original is not None:
-            response = _revisit(hop, response_id, original)
+            response = _revisit(hop, response_id, original, stamp, info_id)
         else:
-            response = _response(hop, response_id)
+            response = _response(hop, response_id, stamp, info_id)
         _write(out, response)
-        _write(out, _request(hop, response_id))
+        _write(out, _request(hop, response_id, stamp, info_id))
     return out.getvalue()
 
 
-def _common(hop: Hop, record_id: str) -> dict[str, str]:
-    headers = {"WARC-Record-ID": f"<{record_id}>", "WARC-Date": warc_date(hop.at)}
+def rendered_file(
+    capture: Capture, final_id: str, stamp: Stamp, dom: bytes, original: Original | None = None
+) -> bytes:
+    """A render's document exchange (as ``fetch_file``), then the text the browser read (the
+    serialized DOM after its scripts ran) as a ``conversion`` record that refers to the response."""
+    out = io.BytesIO()
+    out.write(fetch_file(capture, final_id, stamp, original))
+    final = capture.final
+    headers = _stamped(stamp, None)
+    headers.update(
+        {
+            "WARC-Record-ID": f"<{new_record_id()}>",
+            "WARC-Date": warc_date(final.at if final is not None else dt.datetime.now(dt.UTC)),
+            "WARC-Refers-To": f"<{final_id}>",
+        }
+    )
+    conversion = _builder().create_warc_record(
+        final.url if final is not None else "",
+        "conversion",
+        payload=io.BytesIO(dom),
+        length=len(dom),
+        warc_content_type="text/html; charset=utf-8",
+        warc_headers_dict=headers,
+    )
+    _write(out, conversion)
+    return out.getvalue()
+
+
+def screenshot_file(record_id: str, page_url: str, at: dt.datetime, png: bytes, stamp: Stamp) -> bytes:
+    """A screenshot of a rendered page: a ``resource`` record (``image/png``) whose URI is the page's
+    with ``urn:view:`` before it, the name web archive crawlers give a page's screenshot."""
+    out = io.BytesIO()
+    info_id = _warcinfo(out, record_id, stamp)
+    headers = _stamped(stamp, info_id)
+    headers.update({"WARC-Record-ID": f"<{record_id}>", "WARC-Date": warc_date(at)})
+    resource = _builder().create_warc_record(
+        f"urn:view:{page_url}",
+        "resource",
+        payload=io.BytesIO(png),
+        length=len(png),
+        warc_content_type="image/png",
+        warc_headers_dict=headers,
+    )
+    _write(out, resource)
+    return out.getvalue()
+
+
+def _stamped(stamp: Stamp, info_id: str | None) -> dict[str, str]:
+    headers = {"WARC-Research-Report": _printable(stamp.report_id)}
+    if stamp.job_id:
+        headers["WARC-Research-Job"] = _printable(stamp.job_id)
+    if info_id is not None:
+        headers["WARC-Warcinfo-ID"] = f"<{info_id}>"
+    return headers
+
+
+def _common(hop: Hop, record_id: str, stamp: Stamp, info_id: str) -> dict[str, str]:
+    headers = {"WARC-Record-ID": f"<{record_id}>", "WARC-Date": warc_date(hop.at), **_stamped(stamp, info_id)}
     if hop.peer is not None:
         headers["WARC-IP-Address"] = hop.peer
     return headers
 
 
-def _response(hop: Hop, record_id: str) -> Any:
-    headers = _common(hop, record_id)
+def _response(hop: Hop, record_id: str, stamp: Stamp, info_id: str) -> Any:
+    headers = _common(hop, record_id, stamp, info_id)
     if hop.truncated is not None:
         headers["WARC-Truncated"] = hop.truncated
     body = hop.body()
@@ -99,26 +169,27 @@ def _response(hop: Hop, record_id: str) -> Any:
         "response",
         payload=io.BytesIO(body),
         length=len(body),
-        http_headers=_RawHead(hop.response_head),
+        http_headers=_RawHead(kept_length(hop.response_head, len(body))),
         warc_headers_dict=headers,
     )
 
 
-def _revisit(hop: Hop, record_id: str, original: Original) -> Any:
-    headers = _common(hop, record_id)
+def _revisit(hop: Hop, record_id: str, original: Original, stamp: Stamp, info_id: str) -> Any:
+    headers = _common(hop, record_id, stamp, info_id)
     headers["WARC-Refers-To"] = f"<{original.record}>"
+    body = hop.body()
     return _builder().create_revisit_record(
         hop.url,
-        payload_digest(hop.body()),
+        payload_digest(body),
         original.uri,
         original.date,
-        http_headers=_RawHead(hop.response_head),
+        http_headers=_RawHead(kept_length(hop.response_head, len(body))),
         warc_headers_dict=headers,
     )
 
 
-def _request(hop: Hop, response_id: str) -> Any:
-    headers = _common(hop, new_record_id())
+def _request(hop: Hop, response_id: str, stamp: Stamp, info_id: str) -> Any:
+    headers = _common(hop, new_record_id(), stamp, info_id)
     headers["WARC-Concurrent-To"] = f"<{response_id}>"
     return _builder().create_warc_record(
         hop.url,
@@ -130,8 +201,28 @@ def _request(hop: Hop, response_id: str) -> Any:
     )
 
 
+def kept_length(head: bytes, kept: int) -> bytes:
+    """The response head with a ``Content-Length`` that says the bytes kept: a replay tool sends
+    the stored head and then the payload, and a client told more bytes than follow waits for them
+    (a body cut at the cap, a redirect or an error whose body was not read). The server's value is
+    kept under ``X-Archive-Orig-Content-Length``. A head that says ``kept``, or no length at all
+    (the record's end is the body's), is left exactly as received."""
+    lines = head.split(b"\r\n")
+    declared = [i for i, line in enumerate(lines) if line[:15].lower() == b"content-length:"]
+    if not declared or (len(declared) == 1 and lines[declared[0]][15:].strip() == str(kept).encode()):
+        return head
+    for i in declared:
+        lines[i] = RENAMED_LENGTH + lines[i][15:]
+    end = len(lines)
+    while end > 1 and lines[end - 1] == b"":
+        end -= 1
+    lines.insert(end, b"Content-Length: " + str(kept).encode())
+    return b"\r\n".join(lines)
+
+
 def search_file(
     record_id: str,
+    stamp: Stamp,
     *,
     endpoint: str,
     at: dt.datetime,
@@ -142,6 +233,7 @@ def search_file(
     """The provider's answer as received (a ``resource``), and what the search returned from it
     (a ``metadata`` record that refers to the answer). The request is not kept: it carries the key."""
     out = io.BytesIO()
+    info_id = _warcinfo(out, record_id, stamp)
     date = warc_date(at)
     resource = _builder().create_warc_record(
         endpoint,
@@ -149,7 +241,7 @@ def search_file(
         payload=io.BytesIO(answer),
         length=len(answer),
         warc_content_type=_printable(content_type) or "application/octet-stream",
-        warc_headers_dict={"WARC-Record-ID": f"<{record_id}>", "WARC-Date": date},
+        warc_headers_dict={"WARC-Record-ID": f"<{record_id}>", "WARC-Date": date, **_stamped(stamp, info_id)},
     )
     _write(out, resource)
     returned = orjson.dumps(summary)
@@ -163,18 +255,47 @@ def search_file(
             "WARC-Record-ID": f"<{new_record_id()}>",
             "WARC-Date": date,
             "WARC-Refers-To": f"<{record_id}>",
+            **_stamped(stamp, info_id),
         },
     )
     _write(out, metadata)
     return out.getvalue()
 
 
-def warcinfo(filename: str, fields: Mapping[str, str]) -> bytes:
-    """The first record of an export: what wrote it and what it holds."""
+def warcinfo(filename: str, fields: Mapping[str, str], stamp: Stamp | None = None) -> bytes:
+    """A ``warcinfo`` record on its own: what wrote the file and what it holds (an export's first)."""
     out = io.BytesIO()
-    builder = _builder()
-    _write(out, builder.create_warcinfo_record(filename, {"software": SOFTWARE, **fields}))
+    _write(out, _warcinfo_record(new_record_id(), filename, fields, stamp))
     return out.getvalue()
+
+
+def _warcinfo(out: io.BytesIO, file_id: str, stamp: Stamp) -> str:
+    """The ``warcinfo`` that opens a stored file (named after the record id its key comes from)."""
+    info_id = new_record_id()
+    name = file_id.removeprefix("urn:uuid:") + ".warc.gz"
+    _write(out, _warcinfo_record(info_id, name, stamp.info, stamp))
+    return info_id
+
+
+def _warcinfo_record(info_id: str, filename: str, fields: Mapping[str, str], stamp: Stamp | None) -> Any:
+    body = {"software": SOFTWARE, "format": FORMAT, "conformsTo": CONFORMS_TO, **fields}
+    text = "".join(f"{name}: {_printable(value)}\r\n" for name, value in body.items() if value)
+    payload = text.encode("utf-8")
+    headers = {
+        "WARC-Record-ID": f"<{info_id}>",
+        "WARC-Date": warc_date(dt.datetime.now(dt.UTC)),
+        "WARC-Filename": filename,
+    }
+    if stamp is not None:
+        headers.update(_stamped(stamp, None))
+    return _builder().create_warc_record(
+        "",
+        "warcinfo",
+        payload=io.BytesIO(payload),
+        length=len(payload),
+        warc_content_type="application/warc-fields",
+        warc_headers_dict=headers,
+    )
 
 
 def _printable(text: str) -> str:

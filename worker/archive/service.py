@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.archive.masking import SecretMask
 from worker.archive.store import Store
 from worker.archive.writer import Archive
 from worker.config import ArchiveBucket, ArchiveDirectory, ArchiveTarget
@@ -42,7 +44,24 @@ def open_archive(settings: Settings, redis: Redis, metrics: Metrics) -> Archive:
         worker_id=settings.worker_id,
         days=settings.archive_days,
         window_s=settings.budget_window_s,
+        info=warcinfo_fields(settings),
+        secrets=SecretMask.from_settings(settings),
     )
+
+
+def warcinfo_fields(settings: Settings) -> dict[str, str]:
+    """What every file's ``warcinfo`` says of the worker that wrote it (WARC 1.1, annex C)."""
+    try:
+        release = metadata.version("research-worker")
+    except metadata.PackageNotFoundError:
+        release = "unknown"
+    return {
+        "software": f"research-worker/{release}",
+        "operator": settings.archive_operator,
+        "http-header-user-agent": settings.user_agent,
+        # RFC 9309 obeyed (RESEARCH_ROBOTS=on), or not consulted.
+        "robots": "obey" if settings.robots else "ignore",
+    }
 
 
 class SharedArchive:

@@ -1,16 +1,21 @@
 """The archive writer: records go to storage off the fetch's path, and never cost it anything.
 
-A job hands its capture to ``Archive.fetched`` (or a search's answer to ``searched``) and goes on
-reducing the page; a few writer tasks take items from a bounded queue, build the WARC file in a
-thread, store it, and add its id to the report's index (``worker.archive.index``). The job asks
-its ``Receipt`` afterwards, waiting at most ``CONFIRM_S``: ``archived: true`` means the record is
-stored and indexed, never just queued. Everything else is ``archived: false``:
+A job hands its capture to ``Archive.fetched`` (a search's answer to ``searched``, a render's
+document, DOM and screenshot to ``rendered``) and goes on reducing the page; a few writer tasks
+take items from a bounded queue, build the WARC file in a thread and store it. The job asks its
+``Receipt`` afterwards, which waits for one Redis round trip only: the record is put in the
+report's index (``worker.archive.index``) and in this worker's pending hash
+(``worker.archive.journal``), and the result says ``archived: true``. The writer takes the record
+out of the hash once the file is stored; a write that fails puts it on the queue's lost list at
+once, and a worker killed before writing leaves it in the hash, where the next sweep (any
+worker's, or the dashboard's reading) finds and counts it. A clean stop writes every queued
+record first. ``archived: false`` is for a record never accepted:
 
 - back-pressure: when the queue holds ``QUEUE_ITEMS`` items or ``QUEUE_BYTES`` bytes, a new record
   is dropped at once (counted ``dropped``, logged once a minute), not waited for;
 - a store that failed (refused, full, unreachable) is left alone for ``RETRY_S``: records in that
   time are dropped at once, then the next one tries again;
-- a write that has not finished when the job asks is not waited for further (it may still land).
+- Redis did not take the index entry within ``CONFIRM_S``.
 
 Deduplication: a fetch whose final payload (as received) matches a recent one is stored as a WARC
 ``revisit`` record that refers to the first (``WARC-Refers-To``), so fifty reports citing one page
@@ -29,17 +34,28 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from redis.exceptions import RedisError
 
+from worker.archive import journal
 from worker.archive.capture import Capture
 from worker.archive.ids import digest_name, file_key, new_record_id, parse_record_id
 from worker.archive.index import ReportIndex
-from worker.archive.records import Original, fetch_file, payload_digest, search_file, warc_date
+from worker.archive.masking import SecretMask, masked, masked_search
+from worker.archive.records import (
+    Original,
+    Stamp,
+    fetch_file,
+    payload_digest,
+    rendered_file,
+    screenshot_file,
+    search_file,
+    warc_date,
+)
 from worker.archive.store import Store, StoreFailed
 from worker.logs import fields
 from worker.state import keys
@@ -54,13 +70,15 @@ log = logging.getLogger("research.archive")
 QUEUE_ITEMS = 256
 QUEUE_BYTES = 128 * 1024 * 1024
 WRITERS = 8  # store writes are network round trips (S3): several at once keep the queue short
-CONFIRM_S = 0.5  # the most a job waits, after its own reduction, to learn its record is stored
+CONFIRM_S = 2.0  # the most a job waits for its record's acceptance (one Redis round trip)
 WRITE_TIMEOUT_S = 30.0
 RETRY_S = 5.0
 DROP_LOG_EVERY_S = 60.0
 HEALTH_EVERY_S = 10.0
 HEALTH_TTL_S = 60
-STOP_DRAIN_S = 10.0
+STOP_DRAIN_S = 30.0  # a clean stop writes what is queued (a full queue is 128 MB: seconds)
+CLEAR_EVERY_S = 0.05  # stored records leave the journal in batches this often
+SWEEP_EVERY = 30  # health beats between sweeps for stopped workers' unwritten records (5 min)
 DEDUP_MIN_BYTES = 1024  # a revisit record is about 700 bytes: smaller payloads are stored again
 INLINE_DIGEST_BYTES = 512 * 1024
 RETENTION_EVERY_S = 3600.0
@@ -70,15 +88,38 @@ DAY_S = 86_400
 
 
 class Receipt:
-    """What a job learns of its record: the id it will have, and whether it was stored."""
+    """What a job learns of its records: the ids they will have, and whether they were accepted
+    (indexed for the report, and pending in this worker's journal until stored)."""
 
-    def __init__(self, record: str | None, done: asyncio.Future[bool] | None) -> None:
+    def __init__(
+        self,
+        record: str | None,
+        accepted: asyncio.Future[bool] | None,
+        done: asyncio.Future[bool] | None,
+        screenshot: str | None = None,
+    ) -> None:
         self.record = record
+        self.screenshot = screenshot
+        self._accepted = accepted
         self._done = done
 
-    async def stored(self, within_s: float = CONFIRM_S) -> str | None:
-        """The record id once it is stored and indexed; None when it is not (yet)."""
-        if self._done is None or self.record is None:
+    async def accepted(self, within_s: float = CONFIRM_S) -> str | None:
+        """The record id once it is accepted (it is then stored, or counted lost); None when not."""
+        if self._accepted is None or self.record is None:
+            return None
+        if self._done is not None and self._done.done() and not self._done.result():
+            return None  # already known not to be stored
+        try:
+            async with asyncio.timeout(within_s):
+                ok = await asyncio.shield(self._accepted)
+        except TimeoutError:
+            return None
+        return self.record if ok else None
+
+    async def landed(self, within_s: float = CONFIRM_S) -> str | None:
+        """The record id once its file is stored; None when it is not (yet). For tests and benches:
+        a job never waits for this."""
+        if self._done is None or self.record is None or await self.accepted(within_s) is None:
             return None
         try:
             async with asyncio.timeout(within_s):
@@ -88,18 +129,35 @@ class Receipt:
         return self.record if ok else None
 
 
-DROPPED = Receipt(None, None)
+DROPPED = Receipt(None, None, None)
 
 
 @dataclass
+class Rendering:
+    """What a render adds to its document's exchange: the DOM the browser read, its screenshot."""
+
+    dom: bytes
+    screenshot: bytes | None
+    screenshot_record: str | None
+
+
+@dataclass(eq=False)
 class _Item:
     report_id: str
+    job_id: str | None
     record: str
     size: int
     done: asyncio.Future[bool] | None
     capture: Capture | None = None
     search: Mapping[str, Any] | None = None
+    rendering: Rendering | None = None
     at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    accepting: asyncio.Task[bool] | None = None
+
+    @property
+    def records(self) -> list[str]:
+        shot = self.rendering.screenshot_record if self.rendering is not None else None
+        return [self.record] if shot is None else [self.record, shot]
 
 
 class Archive:
@@ -116,8 +174,11 @@ class Archive:
         days: int,
         window_s: int,
         dedup: bool = True,  # off only to measure what deduplication saves (bench/archive.py)
+        info: Mapping[str, str] | None = None,  # the warcinfo fields every file opens with
+        secrets: SecretMask | None = None,  # masked in every record (worker.archive.masking)
     ) -> None:
         self.store = store
+        self._secrets = secrets if secrets is not None and not secrets.empty else None
         self._dedup = dedup
         self._redis = redis
         self._metrics = metrics
@@ -125,14 +186,20 @@ class Archive:
         self._worker_id = worker_id
         self._days = days
         self._window_s = window_s
+        self._info = dict(info or {})
         self._index = ReportIndex(redis, window_s)
+        self._pending = journal.pending_key(queue_name, worker_id)
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._queued_bytes = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._side: set[asyncio.Task[Any]] = set()  # index entries on their way (kept from the GC)
+        self._writing: set[_Item] = set()
+        self._stored: list[str] = []  # stored, still in the journal until the next clearing
+        self._clearing: asyncio.Task[None] | None = None
         self._down_until = 0.0
         self._last_failure: str | None = None
         self._last_drop_log = 0.0
-        self.counts = {"written": 0, "revisit": 0, "dropped": 0, "failed": 0}
+        self.counts = {"written": 0, "revisit": 0, "dropped": 0, "failed": 0, "lost": 0}
         self._last_written_at: float | None = None
         self._known: OrderedDict[str, tuple[Original, float]] = OrderedDict()
 
@@ -149,44 +216,108 @@ class Archive:
         self._tasks.append(asyncio.create_task(self._retention_loop()))
 
     async def stop(self) -> None:
-        """Let queued records land (for at most ``STOP_DRAIN_S``), then stop and close the store."""
+        """Write every queued record (for at most ``STOP_DRAIN_S``), then stop and close the store;
+        a record still unwritten then is counted lost, with why."""
         if self._tasks:
+            if self._side:
+                await asyncio.gather(*self._side, return_exceptions=True)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STOP_DRAIN_S):
                     await self._queue.join()
+            if self._clearing is not None:
+                await self._clearing
+            await self._clear_stored(0)
+            left = list(self._writing)  # about to be cut off mid-write
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks = []
+            while not self._queue.empty():
+                left.append(self._queue.get_nowait())
+            if left:
+                log.warning(
+                    "archive records not written before the worker stopped", extra=fields(count=len(left))
+                )
+                with contextlib.suppress(RedisError, OSError):
+                    await self._lost(left, "the worker stopped before writing it")
         if self.store is not None:
             with contextlib.suppress(StoreFailed, OSError):
                 await self.store.close()
 
-    def fetched(self, report_id: str, capture: Capture) -> Receipt:
+    def fetched(self, report_id: str, capture: Capture, job_id: str | None = None) -> Receipt:
         """Queue a fetch's records; the receipt names the final response's record id."""
-        size = sum(len(hop.response_head) + sum(map(len, hop.chunks)) for hop in capture.hops)
-        return self._offer(report_id, size, capture=capture)
+        return self._offer(report_id, job_id, _capture_size(capture), capture=capture)
+
+    def rendered(
+        self,
+        report_id: str,
+        capture: Capture,
+        dom: bytes,
+        screenshot: bytes | None,
+        job_id: str | None = None,
+    ) -> Receipt:
+        """Queue a render's records: its document's exchange with the DOM as a ``conversion``, and
+        its screenshot in a file of its own; the receipt names the response and the screenshot."""
+        shot = new_record_id() if screenshot is not None else None
+        size = _capture_size(capture) + len(dom) + len(screenshot or b"")
+        return self._offer(
+            report_id, job_id, size, capture=capture, rendering=Rendering(dom, screenshot, shot)
+        )
 
     def searched(
-        self, report_id: str, *, endpoint: str, content_type: str, answer: bytes, summary: Mapping[str, Any]
+        self,
+        report_id: str,
+        *,
+        endpoint: str,
+        content_type: str,
+        answer: bytes,
+        summary: Mapping[str, Any],
+        job_id: str | None = None,
     ) -> Receipt:
         search = {"endpoint": endpoint, "content_type": content_type, "answer": answer, "summary": summary}
-        return self._offer(report_id, len(answer), search=search)
+        return self._offer(report_id, job_id, len(answer), search=search)
 
     def cite(self, report_id: str, record: str) -> None:
         """A result that reuses another fetch's record (a cache hit, a continuation): index it too."""
         if self.store is None or parse_record_id(record) is None:
             return
-        if self._queue.qsize() < QUEUE_ITEMS:  # only Redis is involved: a failed store does not matter
-            self._put(_Item(report_id, record, 0, None))
+        self._side_task(self._index_only(report_id, record))
 
-    def _offer(self, report_id: str, size: int, **what: Any) -> Receipt:
+    async def _index_only(self, report_id: str, record: str) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._index.add(report_id, record)
+
+    def _side_task(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self._side.add(task)
+        task.add_done_callback(self._side.discard)
+        return task
+
+    def _offer(self, report_id: str, job_id: str | None, size: int, **what: Any) -> Receipt:
         if self.store is None or not self._has_room(size):
             return DROPPED
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        item = _Item(report_id, new_record_id(), size, done, **what)
+        item = _Item(report_id, job_id, new_record_id(), size, done, **what)
+        item.accepting = self._side_task(self._accept(item))
         self._put(item)
-        return Receipt(item.record, done)
+        shot = item.rendering.screenshot_record if item.rendering is not None else None
+        return Receipt(item.record, item.accepting, done, shot)
+
+    async def _accept(self, item: _Item) -> bool:
+        """The report's index and this worker's journal name the records, in one round trip."""
+        mapping = {record: item.report_id for record in item.records}
+
+        def also(pipe: Any) -> None:
+            pipe.hset(self._pending, mapping=mapping)
+            pipe.expire(self._pending, journal.PENDING_TTL_S)
+
+        try:
+            for record in item.records[:-1]:
+                await self._index.add(item.report_id, record)
+            await self._index.add(item.report_id, item.records[-1], also)
+        except (RedisError, OSError):
+            return False
+        return True
 
     def _has_room(self, size: int) -> bool:
         now = time.monotonic()
@@ -207,21 +338,59 @@ class Archive:
         self._queue.put_nowait(item)
         self._metrics.archive_queue.set(self._queue.qsize())
 
-    def _count(self, outcome: str) -> None:
-        self.counts[outcome] += 1
-        self._metrics.archive_records.labels(outcome).inc()
+    def _count(self, outcome: str, by: int = 1) -> None:
+        self.counts[outcome] += by
+        self._metrics.archive_records.labels(outcome).inc(by)
 
     async def _write_loop(self) -> None:
         while True:
             item = await self._queue.get()
+            self._writing.add(item)
             try:
                 ok = await self._write(item)
+                await self._settle(item, ok)
             finally:
+                self._writing.discard(item)
                 self._queued_bytes -= item.size
                 self._metrics.archive_queue.set(self._queue.qsize())
                 self._queue.task_done()
             if item.done is not None and not item.done.done():
                 item.done.set_result(ok)
+
+    async def _settle(self, item: _Item, ok: bool) -> None:
+        """Out of the journal: stored, or (when it was accepted) counted lost with why."""
+        accepted = item.accepting is not None and await item.accepting
+        if not accepted:
+            return
+        if ok:
+            self._stored.extend(item.records)
+            if self._clearing is None:
+                self._clearing = self._side_task(self._clear_stored(CLEAR_EVERY_S))
+            return
+        with contextlib.suppress(RedisError, OSError):
+            await self._lost([item], self._last_failure or "the write failed")
+
+    async def _clear_stored(self, after_s: float) -> None:
+        """Stored records out of the journal, many in one HDEL (a round trip per record costs the
+        event loop more than the wait: a kill in between counts a stored record as lost, and its
+        export still finds it)."""
+        await asyncio.sleep(after_s)
+        self._clearing = None
+        stored, self._stored = self._stored, []
+        if stored:
+            with contextlib.suppress(RedisError, OSError):
+                await self._redis.hdel(self._pending, *stored)  # type: ignore[misc]
+
+    async def _lost(self, items: list[_Item], why: str) -> None:
+        now = time.time()
+        lost = [
+            journal.Lost(record, item.report_id, self._worker_id, why, now)
+            for item in items
+            for record in item.records
+        ]
+        await journal.mark_lost(self._redis, self._queue_name, lost)
+        await self._redis.hdel(self._pending, *[entry.record for entry in lost])  # type: ignore[misc]
+        self._count("lost", len(lost))
 
     async def _write(self, item: _Item) -> bool:
         assert self.store is not None
@@ -231,13 +400,12 @@ class Archive:
                     await self._store_fetch(self.store, item, item.capture)
                 elif item.search is not None:
                     await self._store_search(self.store, item, item.search)
-                await self._index.add(item.report_id, item.record)
         except (StoreFailed, TimeoutError) as exc:
             reason = exc.reason if isinstance(exc, StoreFailed) else "the write took too long"
             self._failed(reason)
             return False
         except (RedisError, OSError) as exc:
-            self._failed(f"the report index could not be written ({type(exc).__name__})")
+            self._failed(f"the write failed ({type(exc).__name__})")
             return False
         except Exception:  # a bug: the fetch stands, the record does not, and the log says where
             log.exception("archive write failed unexpectedly")
@@ -249,6 +417,9 @@ class Archive:
             self._metrics.archive_up.set(1)
         self._last_written_at = time.time()
         return True
+
+    def _stamp(self, item: _Item) -> Stamp:
+        return Stamp(item.report_id, item.job_id, self._info)
 
     def _failed(self, reason: str) -> None:
         self._count("failed")
@@ -263,6 +434,8 @@ class Archive:
         self._last_failure = reason
 
     async def _store_fetch(self, store: Store, item: _Item, capture: Capture) -> None:
+        if self._secrets is not None:
+            capture = await asyncio.to_thread(self._secrets.capture, capture)
         final = capture.final
         body = final.body() if final is not None else b""
         original: Original | None = None
@@ -272,7 +445,20 @@ class Archive:
             small = len(body) <= INLINE_DIGEST_BYTES
             digest = payload_digest(body) if small else await asyncio.to_thread(payload_digest, body)
             original = await self._original(store, digest)
-        data = await asyncio.to_thread(fetch_file, capture, item.record, original)
+        stamp = self._stamp(item)
+        rendering = item.rendering
+        if rendering is None:
+            data = await asyncio.to_thread(fetch_file, capture, item.record, stamp, original)
+        else:
+            data = await asyncio.to_thread(
+                rendered_file, capture, item.record, stamp, masked(self._secrets, rendering.dom), original
+            )
+            if rendering.screenshot is not None and rendering.screenshot_record is not None:
+                at = final.at if final is not None else item.at
+                url = final.url if final is not None else ""
+                shot = screenshot_file(rendering.screenshot_record, url, at, rendering.screenshot, stamp)
+                await store.create(file_key(rendering.screenshot_record), shot)
+                self._metrics.archive_bytes.inc(len(shot))
         await store.create(file_key(item.record), data)
         self._metrics.archive_bytes.inc(len(data))
         if original is not None:
@@ -332,18 +518,22 @@ class Archive:
         return max(0.0, self._days * DAY_S - self._window_s - DAY_S)
 
     async def _store_search(self, store: Store, item: _Item, search: Mapping[str, Any]) -> None:
-        data = await asyncio.to_thread(
-            search_file,
-            item.record,
-            endpoint=search["endpoint"],
-            at=item.at,
-            content_type=search["content_type"],
-            answer=search["answer"],
-            summary=search["summary"],
-        )
+        data = await asyncio.to_thread(self._search_file, item, search)
         await store.create(file_key(item.record), data)
         self._metrics.archive_bytes.inc(len(data))
         self._count("written")
+
+    def _search_file(self, item: _Item, search: Mapping[str, Any]) -> bytes:
+        given = masked_search(self._secrets, search)
+        return search_file(
+            item.record,
+            self._stamp(item),
+            endpoint=given["endpoint"],
+            at=item.at,
+            content_type=given["content_type"],
+            answer=given["answer"],
+            summary=given["summary"],
+        )
 
     def health(self) -> dict[str, object]:
         return {
@@ -359,10 +549,27 @@ class Archive:
 
     async def _health_loop(self) -> None:
         key = keys.archive_health(self._queue_name, self._worker_id)
+        beat = 0
         while True:
             with contextlib.suppress(Exception):
                 await self._redis.set(key, orjson.dumps(self.health()), ex=HEALTH_TTL_S)
+            if beat % SWEEP_EVERY == 0:
+                await self._sweep()
+            beat += 1
             await asyncio.sleep(HEALTH_EVERY_S)
+
+    async def _sweep(self) -> None:
+        """Count what stopped workers accepted and never wrote (``worker.archive.journal``)."""
+        try:
+            lost = await journal.sweep(self._redis, self._queue_name, exclude=self._worker_id)
+        except (RedisError, OSError):
+            return
+        if lost:
+            self._metrics.archive_records.labels("lost").inc(len(lost))
+            log.warning(
+                "archive records a stopped worker never wrote",
+                extra=fields(count=len(lost), workers=sorted({entry.worker_id for entry in lost})),
+            )
 
     async def _retention_loop(self) -> None:
         while True:
@@ -385,3 +592,7 @@ class Archive:
         if deleted:
             log.info("archive retention deleted old files", extra=fields(files=deleted, days=self._days))
         return deleted
+
+
+def _capture_size(capture: Capture) -> int:
+    return sum(len(hop.response_head) + sum(map(len, hop.chunks)) for hop in capture.hops)

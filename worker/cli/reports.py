@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 
-from worker.archive import index
+from worker.archive import index, journal
 from worker.archive.export import Missing, export
 from worker.archive.service import open_store
 from worker.archive.store import StoreFailed
@@ -15,7 +15,7 @@ from worker.cli import common
 from worker.cli.common import REACH_S, locate, print_json, reach
 from worker.cli.exits import Exit, UsageError, say
 from worker.config import Settings
-from worker.state.budget import Budgets, ReadBudget
+from worker.state.budget import Budgets, OcrBudget, ReadBudget
 from worker.state.menu import Menu
 from worker.state.spend import report_spend
 
@@ -31,6 +31,8 @@ async def _budget(settings: Settings, report_id: str) -> int:
         usage, ttl = await Budgets(redis, settings).usage(report_id)
         reads = ReadBudget(redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s)
         read = await reads.used(report_id)
+        ocr = OcrBudget(redis, limit=settings.ocr_budget_pages, window_s=settings.budget_window_s)
+        ocr_used = await ocr.used(report_id)
         print_json(
             {
                 "report_id": report_id,
@@ -39,6 +41,11 @@ async def _budget(settings: Settings, report_id: str) -> int:
                     for tool, u in usage.items()
                 },
                 "read_chars": {"used": read, "limit": reads.limit, "remaining": max(0, reads.limit - read)},
+                "ocr_pages": {
+                    "used": ocr_used,
+                    "limit": ocr.limit,
+                    "remaining": max(0, ocr.limit - ocr_used),
+                },
                 "window_s": settings.budget_window_s,
                 "expires_in_s": ttl if ttl >= 0 else None,
                 "menu_size": await Menu(redis, settings).size(report_id),
@@ -62,6 +69,7 @@ async def _archive(settings: Settings, report_id: str, output: str) -> int:
     redis = await reach(found, settings, REACH_S)
     try:
         cited = await index.cited(redis, report_id)
+        lost = await journal.lost_records(redis, settings.queue_name, report_id)
     finally:
         await redis.aclose()
     if not cited:
@@ -83,8 +91,5 @@ async def _archive(settings: Settings, report_id: str, output: str) -> int:
     finally:
         await store.close()
     if gone:
-        say(
-            f"{len(gone)} of {len(cited)} cited records could not be read from {store.where} (deleted "
-            "by retention, or the store is unreachable); the file holds the others"
-        )
+        say(journal.explain_missing(gone, len(cited), lost, store.where))
     return Exit.JOB_ERROR if len(gone) == len(cited) else Exit.OK

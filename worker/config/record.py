@@ -18,6 +18,7 @@ from worker.config.validators import (
     header_value,
     http_url,
     log_level,
+    ocr_languages,
     origins,
     otel_traces_endpoint,
     parse_cidrs,
@@ -112,6 +113,7 @@ class Settings:
     archive: ArchiveTarget | None = None
     archive_days: int = 90
     archive_endpoint: str | None = None
+    archive_operator: str = ""  # who keeps the archive, in every file's warcinfo (worker.archive)
     render: RenderMode = RenderMode.OFF
     render_budget: int = 5  # renders per report, besides the fetch each one also costs
     chromium: str = "chromium"  # the browser a render worker runs: a path, or a name on PATH
@@ -124,6 +126,10 @@ class Settings:
     mcp_origins: tuple[str, ...] = ()
     mcp_rate_per_minute: int = 120
     mcp_max_body_bytes: int = 262_144
+    # OCR of scans and images (docs/documents.md): on by default, Tesseract's language codes, "+"-joined.
+    ocr: bool = True
+    ocr_languages: str = "eng"
+    ocr_budget_pages: int = 200  # pages OCR may read per report (its budget window)
 
     @property
     def job_timeout_s(self) -> float:
@@ -216,6 +222,11 @@ class Settings:
             blocked_domains=e.parse("RESEARCH_BLOCKED_DOMAINS", frozenset(), parse_domains),
             allowed_domains=e.parse("RESEARCH_ALLOWED_DOMAINS", frozenset(), parse_domains),
             robots=e.switch("RESEARCH_ROBOTS", False),
+            ocr=e.switch("RESEARCH_OCR", True),
+            ocr_languages=e.parse("RESEARCH_OCR_LANGUAGES", cls.ocr_languages, ocr_languages),
+            ocr_budget_pages=e.integer(
+                "RESEARCH_OCR_BUDGET_PAGES", cls.ocr_budget_pages, minimum=0, maximum=MAX_COUNT
+            ),
             metrics_port=e.parse("RESEARCH_METRICS_PORT", None, port),
             dashboard_auth=e.parse("RESEARCH_DASHBOARD_AUTH", None, user_password),
             openrouter_api_key=Secret(e.text("OPENROUTER_API_KEY") or ""),
@@ -240,6 +251,7 @@ class Settings:
             archive=e.parse("RESEARCH_ARCHIVE", default_archive(e), archive_target),
             archive_days=e.integer("RESEARCH_ARCHIVE_DAYS", cls.archive_days, minimum=1),
             archive_endpoint=e.parse("RESEARCH_ARCHIVE_ENDPOINT", None, http_url),
+            archive_operator=e.parse("RESEARCH_ARCHIVE_OPERATOR", "", header_value),
             render=e.parse("RESEARCH_RENDER", cls.render, render_mode),
             render_budget=e.integer("RESEARCH_RENDER_BUDGET", cls.render_budget, minimum=1),
             chromium=e.text("RESEARCH_CHROMIUM") or cls.chromium,

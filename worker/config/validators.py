@@ -30,6 +30,14 @@ def parse_domains(raw: str) -> frozenset[str]:
     return parse_domain_list(raw)
 
 
+def ocr_languages(raw: str) -> str:
+    """Tesseract's language codes ("eng", "chi_sim"), "+"-joined, at most eight: a model's file name."""
+    codes = [code.strip() for code in raw.strip().replace(",", "+").split("+")]
+    if not 0 < len(codes) <= 8 or not all(re.fullmatch(r"[a-z]{3}(_[a-z]{2,8})?", c) for c in codes):
+        raise ValueError("must be Tesseract language codes joined by +, such as eng or eng+deu")
+    return "+".join(codes)
+
+
 def parse_cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     networks = []
     for part in raw.split(","):

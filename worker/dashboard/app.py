@@ -93,9 +93,17 @@ async def _serve_until_signal(settings: Settings, host: str, port: int) -> int:
     return EXIT_OK
 
 
-async def start(settings: Settings, host: str, port: int, *, cache_s: float = CACHE_S) -> web.AppRunner:
+async def start(
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    cache_s: float = CACHE_S,
+    collect_timeout_s: float = COLLECT_TIMEOUT_S,
+) -> web.AppRunner:
     """Start serving on host:port (0 picks a free port; read it from ``runner.addresses``)."""
-    runner = await serve_app(build_app(settings, host, cache_s=cache_s), host, port)
+    app = build_app(settings, host, cache_s=cache_s, collect_timeout_s=collect_timeout_s)
+    runner = await serve_app(app, host, port)
     bound = runner.addresses[0][1] if runner.addresses else port
     where = f"http://{host}:{bound}/" if ":" not in host else f"http://[{host}]:{bound}/"
     log.info(
@@ -114,9 +122,12 @@ async def start(settings: Settings, host: str, port: int, *, cache_s: float = CA
 class Dashboard:
     """The Redis connection and the shared snapshot behind every request."""
 
-    def __init__(self, settings: Settings, cache_s: float) -> None:
+    def __init__(
+        self, settings: Settings, cache_s: float, collect_timeout_s: float = COLLECT_TIMEOUT_S
+    ) -> None:
         self.settings = settings
         self._cache_s = cache_s
+        self._collect_timeout_s = collect_timeout_s
         self._redis: ArqRedis | None = None
         self._snapshot: Snapshot | None = None
         self._taken_at = 0.0
@@ -145,7 +156,7 @@ class Dashboard:
 
     async def _read(self, read: Callable[[ArqRedis], Awaitable[T]]) -> T:
         try:
-            async with asyncio.timeout(COLLECT_TIMEOUT_S):
+            async with asyncio.timeout(self._collect_timeout_s):
                 if self._redis is None:
                     self._redis = await open_redis(self.settings)
                 return await read(self._redis)
@@ -161,8 +172,10 @@ class Dashboard:
             self._redis = None
 
 
-def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web.Application:
-    dashboard = Dashboard(settings, cache_s)
+def build_app(
+    settings: Settings, host: str, *, cache_s: float = CACHE_S, collect_timeout_s: float = COLLECT_TIMEOUT_S
+) -> web.Application:
+    dashboard = Dashboard(settings, cache_s, collect_timeout_s)
     allowed_hosts = allowed_host_names(host)
     package = resources.files("worker.dashboard")
     stylesheet_text = package.joinpath("static/dashboard.css").read_text(encoding="utf-8")
@@ -221,6 +234,19 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
         }
         return page(request, "job.html", context)
 
+    async def screenshot(request: web.Request) -> web.Response:
+        """A rendered job's screenshot, read from the evidence archive (``worker.archive``)."""
+        try:
+            detail = await dashboard.job(request.match_info["job_id"])
+        except Unavailable:
+            raise web.HTTPServiceUnavailable(text="Redis cannot be read\n") from None
+        if detail is None or detail.screenshot_record is None:
+            raise web.HTTPNotFound(text="this job has no screenshot\n")
+        png = await read_screenshot(settings, detail.screenshot_record)
+        if png is None:
+            raise web.HTTPNotFound(text="the screenshot is not in the archive (off, gone, or unreadable)\n")
+        return web.Response(body=png, content_type="image/png")
+
     async def state(request: web.Request) -> web.Response:
         try:
             filters = Filters.parse(request.query)
@@ -252,6 +278,7 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
     templating.setup(app)
     app.router.add_get("/", index)
     app.router.add_get("/job/{job_id:[^/]+}", job_page)
+    app.router.add_get("/job/{job_id:[^/]+}/screenshot.png", screenshot)
     app.router.add_get("/api/state", state)
     app.router.add_get("/dashboard.css", stylesheet)
     app.router.add_get("/favicon.svg", favicon)
@@ -259,6 +286,19 @@ def build_app(settings: Settings, host: str, *, cache_s: float = CACHE_S) -> web
     app.on_response_prepare.append(add_security_headers)
     app.on_cleanup.append(close)
     return app
+
+
+async def read_screenshot(settings: Settings, record: str) -> bytes | None:
+    from worker.archive.screenshots import screenshot_png
+    from worker.archive.service import open_store
+
+    store = open_store(settings.archive, settings.archive_endpoint)
+    if store is None:
+        return None
+    try:
+        return await screenshot_png(store, record)
+    finally:
+        await store.close()
 
 
 def _json(value: Any) -> str:

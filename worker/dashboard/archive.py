@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
+from worker.archive import journal
 from worker.state import keys
 
 MAX_ROWS = 200
@@ -27,6 +28,7 @@ class ArchiveRow:
     dropped: int
     failed: int
     last_written_age_s: float | None
+    lost: int = 0  # accepted and never written (a failed write; or, for a stopped worker, left pending)
 
 
 async def read_archive(redis: Redis, queue_name: str, now: float) -> list[ArchiveRow]:
@@ -55,7 +57,32 @@ async def read_archive(redis: Redis, queue_name: str, now: float) -> list[Archiv
                 dropped=decode.integer(info.get("dropped")),
                 failed=decode.integer(info.get("failed")),
                 last_written_age_s=max(0.0, now - written_at) if written_at is not None else None,
+                lost=decode.integer(info.get("lost")),
+            )
+        )
+    # Workers gone with records they accepted and never wrote (killed): counted until a sweep
+    # moves them to the lost list (worker.archive.journal).
+    for worker_id, pending in (await journal.stopped_workers_pending(redis, queue_name)).items():
+        rows.append(
+            ArchiveRow(
+                worker_id=decode.short(worker_id, TEXT_PREVIEW),
+                where="-",
+                up=False,
+                last_failure=f"stopped with {len(pending)} accepted records unwritten",
+                queued=0,
+                written=0,
+                revisits=0,
+                dropped=0,
+                failed=0,
+                last_written_age_s=None,
+                lost=len(pending),
             )
         )
     rows.sort(key=lambda row: row.worker_id)
     return rows
+
+
+async def read_lost_total(redis: Redis, queue_name: str) -> int:
+    """Records accepted and never written, ever, on this queue (swept from stopped workers, or
+    whose write failed)."""
+    return await journal.lost_count(redis, queue_name)

@@ -20,7 +20,7 @@ from arq.connections import ArqRedis, create_pool
 
 import worker.dashboard.decode as decode
 from worker.config import Settings
-from worker.dashboard.archive import ArchiveRow, read_archive
+from worker.dashboard.archive import ArchiveRow, read_archive, read_lost_total
 from worker.dashboard.backoffs import BackoffRow, read_backoffs
 from worker.dashboard.history import History, read_history
 from worker.runtime import fingerprint
@@ -169,6 +169,7 @@ class Snapshot:
     # None: the hosts backing off could not be listed (see ``backoffs``).
     backoffs: list[BackoffRow] | None = None
     archive: list[ArchiveRow] = field(default_factory=list)  # each worker's evidence archive writer
+    archive_lost: int = 0  # archive records accepted and never written, on this queue, ever
     # Sections whose scan stopped at a bound: the page says "partial" instead of pretending.
     partial: list[str] = field(default_factory=list)
     error: str | None = None
@@ -218,6 +219,7 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
         history=await read_history(redis, settings.queue_name, now),
         backoffs=await read_backoffs(redis, settings.queue_name, now),
         archive=await read_archive(redis, settings.queue_name, now),
+        archive_lost=await read_lost_total(redis, settings.queue_name),
         partial=partial,
     )
 

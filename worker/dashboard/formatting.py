@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import unicodedata
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 # Cc: controls; Cf: format (bidi controls, zero-width, tag characters); Cs: lone surrogates;
 # Zl, Zp: line and paragraph separators. Tab and newline stay: HTML reads them as plain spaces
@@ -32,6 +32,24 @@ def visible(value: object) -> object:
         f"⟨U+{ord(ch):04X}⟩" if ch not in WHITESPACE and unicodedata.category(ch) in HIDDEN_CATEGORIES else ch
         for ch in value
     )
+
+
+# Where a long URL or query may break across lines: after these characters, as a reader would
+# (and after each "&", escaped as "&amp;").
+URL_BREAKS = ("/", "?", "=", "-", "_", ".")
+
+
+def breakable(value: object) -> object:
+    """A target shown with a line-break opportunity (``<wbr>``) after each of ``URL_BREAKS``, so
+    a long URL wraps at its slashes, not at whatever character the column's width falls on. The
+    text is made visible and escaped first: only the ``<wbr>`` elements are markup."""
+    if not isinstance(value, str):
+        return visible(value)
+    text = str(escape(str(visible(value))))
+    for mark in URL_BREAKS:
+        text = text.replace(mark, mark + "<wbr>")
+    text = text.replace(":/<wbr>/<wbr>", "://")  # the scheme's "://" stays whole
+    return Markup(text.replace("&amp;", "&amp;<wbr>"))  # noqa: S704 - escaped above; only <wbr> added
 
 
 def age(seconds: float | None) -> str:

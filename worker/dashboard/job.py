@@ -15,6 +15,7 @@ import orjson
 from redis.asyncio import Redis
 
 import worker.dashboard.decode as decode
+from worker.archive.ids import parse_record_id
 from worker.dashboard.data import PhaseRow, RecentRow
 from worker.limits import REPORT_ID
 from worker.serialization import JsonObject
@@ -50,6 +51,7 @@ class JobDetail:
     worker_id: str | None
     target: str | None
     report_id: str | None
+    screenshot_record: str | None = None  # a rendered page's screenshot in the archive
     # What the job spent its time on, when it is among the recent results (its worker measured it).
     phases: tuple[PhaseRow, ...] = ()
 
@@ -114,6 +116,7 @@ async def read_job(
         worker_id=line.worker_id if line is not None else None,
         target=decode.short_or_none(about.target, STRING_PREVIEW) if about.target else None,
         report_id=_report_id(about.report_id),
+        screenshot_record=parse_record_id(result.get("screenshot_record")) if result is not None else None,
         phases=line.phases if line is not None else (),
     )
 

@@ -27,6 +27,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "n1": lambda value: f"{value:.1f}",
     "job_href": job_href,
     "outcome_color": color,
+    "breakable": formatting.breakable,  # type: ignore[dict-item]
 }
 
 

@@ -38,6 +38,7 @@ def index_context(snap: Snapshot, filters: Filters) -> dict[str, object]:
         ),
         "backoffs": snap.backoffs,
         "archive": snap.archive,
+        "archive_lost": snap.archive_lost,
         "filters": filters,
         "page": paginate(snap.recent, filters),
         "outcome_counts": outcome_counts(snap.recent, filters),

@@ -52,6 +52,9 @@ def values_of(settings: Settings) -> dict[str, str]:
         "RESEARCH_ROBOTS": "on" if settings.robots else "off",
         "RESEARCH_RENDER": settings.render.value,
         "RESEARCH_RENDER_BUDGET": settings.render_budget,
+        "RESEARCH_OCR": "on" if settings.ocr else "off",
+        "RESEARCH_OCR_LANGUAGES": settings.ocr_languages,
+        "RESEARCH_OCR_BUDGET_PAGES": settings.ocr_budget_pages,
         # Where evidence goes decides ``archived``; the kind and place, never credentials.
         "RESEARCH_ARCHIVE": archive_of(settings),
         "RESEARCH_READ_BUDGET_CHARS": settings.read_budget_chars,

@@ -66,7 +66,7 @@ log = logging.getLogger("research.worker")
 FALLBACK_POLL_S = 1.0
 BURST_POLL_S = 0.05
 SLOT_FREED = object()
-MAX_REDIS_BACKOFF_S = 5.0
+MAX_REDIS_BACKOFF_S = health.RECONNECT_MAX_S
 # Wake tokens one wake-up may take (worker.state.queue.CLAIM_WOKEN_SCRIPT).
 WAKE_BATCH = 32
 
@@ -272,6 +272,9 @@ class ResearchWorker(Worker):
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_REDIS_BACKOFF_S)
+                # Beat at the first poll that reaches Redis again: a restarted Redis has lost every
+                # health key, and clients wait only one beat for them (health.WorkerWatch).
+                self._last_health_check = 0.0
 
     async def _burst_done(self) -> bool:
         if 0 <= self.max_burst_jobs <= self._jobs_started():

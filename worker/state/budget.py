@@ -62,19 +62,23 @@ end
 return {allowed, used, 0}
 """
 
-# KEYS[1]: the report's budget hash. ARGV[1]: job id. Returns 1 when a charge was given back.
-# The job's marker goes first: a deletion, so Redis runs the script even at its memory limit.
+# KEYS[1]: the report's budget hash. ARGV[1]: job id. Returns how many charges were given back.
+# A job holds up to two charges: its own (marker 'job:<id>') and, for a render, the render's
+# (marker 'job:<id>:render', see ``Budgets.charge``); a result that could not be stored gives
+# back both. Each marker goes first: a deletion, so Redis runs the script even at its memory limit.
 REFUND_SCRIPT = """
-local marker = 'job:' .. ARGV[1]
-local tool = redis.call('HGET', KEYS[1], marker)
-redis.call('HDEL', KEYS[1], marker)
-if not tool then
-  return 0
+local given = 0
+for _, marker in ipairs({'job:' .. ARGV[1], 'job:' .. ARGV[1] .. ':render'}) do
+  local tool = redis.call('HGET', KEYS[1], marker)
+  if tool then
+    redis.call('HDEL', KEYS[1], marker)
+    if tonumber(redis.call('HGET', KEYS[1], tool) or '0') > 0 then
+      redis.call('HINCRBY', KEYS[1], tool, -1)
+    end
+    given = given + 1
+  end
 end
-if tonumber(redis.call('HGET', KEYS[1], tool) or '0') > 0 then
-  redis.call('HINCRBY', KEYS[1], tool, -1)
-end
-return 1
+return given
 """
 
 
@@ -105,6 +109,11 @@ def limits(settings: Settings) -> dict[Tool, int]:
     }
 
 
+def render_marker(job_id: str) -> str:
+    """The id a render's charge is remembered under (the job's own id holds its fetch's)."""
+    return f"{job_id}:{Tool.RENDER.value}"
+
+
 # The budget hash's counter fields, one per tool (the rest are the charged jobs' marks).
 COUNTERS: tuple[str, ...] = tuple(tool.value for tool in Tool)
 
@@ -122,7 +131,7 @@ class Budgets:
         limit = self._limits[tool]
         # The script remembers one charge per marker; a render is a second charge of the same job
         # (its fetch is the first), so it is remembered under a marker of its own.
-        marker = job_id if tool is not Tool.RENDER else f"{job_id}:{tool.value}"
+        marker = job_id if tool is not Tool.RENDER else render_marker(job_id)
         args = [tool.value, limit, self._window_s, marker]
         raw = await relieving(
             self._redis, self._queue, lambda: self._script(keys=[keys.budget(report_id)], args=args)
@@ -130,9 +139,9 @@ class Budgets:
         allowed, used, again = cast(list[int], raw)
         return Charge(bool(allowed), int(used), limit, bool(again))
 
-    async def refund(self, report_id: str, job_id: str) -> bool:
-        """Give back the job's charge, if it was charged; True when one was given back."""
-        return bool(await self._refund(keys=[keys.budget(report_id)], args=[job_id]))
+    async def refund(self, report_id: str, job_id: str) -> int:
+        """Give back the job's charges (its own and its render's); how many were given back."""
+        return int(await self._refund(keys=[keys.budget(report_id)], args=[job_id]))
 
     async def usage(self, report_id: str) -> tuple[dict[Tool, Usage], int]:
         """Counters per tool and the seconds left in the window (-2 when nothing was charged)."""
@@ -194,4 +203,58 @@ class ReadBudget:
 
     async def used(self, report_id: str) -> int:
         raw = await self._redis.hget(keys.budget(report_id), READ_FIELD)  # type: ignore[misc]
+        return int(raw or 0)
+
+
+# The report's OCR budget: pages OCR may read per report (RESEARCH_OCR_BUDGET_PAGES). A read
+# reserves pages before it starts (at most what is left) and gives back the ones it did not use
+# when it ends, each in one script on the report's budget hash, so two reads of one report never
+# spend the same page twice.
+OCR_FIELD = "ocr_pages"
+
+# KEYS[1]: the report's budget hash. ARGV: pages wanted, limit, window seconds.
+# Returns the pages granted (0 when none are left).
+RESERVE_SCRIPT = """
+local used = tonumber(redis.call('HGET', KEYS[1], 'ocr_pages') or '0')
+local granted = math.min(tonumber(ARGV[1]), math.max(0, tonumber(ARGV[2]) - used))
+if granted <= 0 then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'ocr_pages', granted)
+if redis.call('TTL', KEYS[1]) < 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return granted
+"""
+# KEYS[1]: the report's budget hash. ARGV: pages to give back. Never below zero.
+REFUND_SCRIPT = """
+local used = tonumber(redis.call('HGET', KEYS[1], 'ocr_pages') or '0')
+local back = math.min(tonumber(ARGV[1]), used)
+if back > 0 then
+  redis.call('HINCRBY', KEYS[1], 'ocr_pages', -back)
+end
+return back
+"""
+
+
+class OcrBudget:
+    def __init__(self, redis: Redis, *, limit: int, window_s: int) -> None:
+        self._redis = redis
+        self.limit = limit
+        self._window_s = window_s
+        self._reserve = redis.register_script(RESERVE_SCRIPT)
+        self._refund = redis.register_script(REFUND_SCRIPT)
+
+    async def reserve(self, report_id: str, wanted: int) -> int:
+        raw = await self._reserve(
+            keys=[keys.budget(report_id)], args=[max(0, wanted), self.limit, self._window_s]
+        )
+        return int(cast(int, raw))
+
+    async def refund(self, report_id: str, pages: int) -> None:
+        if pages > 0:
+            await self._refund(keys=[keys.budget(report_id)], args=[pages])
+
+    async def used(self, report_id: str) -> int:
+        raw = await self._redis.hget(keys.budget(report_id), OCR_FIELD)  # type: ignore[misc]
         return int(raw or 0)

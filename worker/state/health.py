@@ -16,6 +16,7 @@ end (``worker.state.memory``). The keys are a few hundred bytes, rewritten in pl
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from worker.logs import fields
 from worker.serialization import dumps, loads
@@ -38,6 +39,12 @@ SCAN_COUNT = 1000
 # Every replica beats this often, and its key outlives three beats.
 INTERVAL_S = 5.0
 TTL_S = 3 * INTERVAL_S
+# The longest a worker waits between tries while Redis is away; its first poll that reaches Redis
+# again beats at once (worker.runtime.worker), so a restarted Redis hears from every live worker
+# within this, and a client waits this and one beat more before it says no worker runs.
+RECONNECT_MAX_S = 5.0
+RESTART_GRACE_S = RECONNECT_MAX_S + INTERVAL_S
+WATCH_POLL_S = 0.2
 
 # KEYS: 1 this replica's key, 2 the queue's. ARGV: 1 the replica's beat, 2 arq's summary, 3 ttl ms.
 BEAT_SCRIPT = """
@@ -110,6 +117,46 @@ async def replicas(redis: Redis, queue_name: str) -> list[Replica]:
         name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
         alive.append(Replica(name.removeprefix(prefix), _info(raw), int(ttl_ms)))
     return alive
+
+
+class WorkerWatch:
+    """A client's view of whether a worker runs, across a Redis restart.
+
+    A Redis that restarted without persistence has lost every health key, though the workers are
+    alive and reconnecting: for a moment the queue looks empty of workers. A client that saw a
+    worker before the restart waits until ``RESTART_GRACE_S`` after it for one to beat again;
+    a client that never saw one (nothing runs yet) is told at once, as before.
+    """
+
+    def __init__(self) -> None:
+        self._seen_at: float | None = None  # wall clock: compared with Redis's own uptime
+
+    async def ready(self, redis: Redis, queue_name: str) -> bool:
+        if await any_alive(redis, queue_name):
+            self._seen_at = time.time()
+            return True
+        if self._seen_at is None:
+            return False
+        up_s = await uptime_s(redis)
+        if up_s is None or up_s >= RESTART_GRACE_S or time.time() - up_s < self._seen_at - 1.0:
+            return False  # no restart since a worker was seen (or none this client may learn of)
+        deadline = time.monotonic() + RESTART_GRACE_S - up_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(WATCH_POLL_S)
+            if await any_alive(redis, queue_name):
+                self._seen_at = time.time()
+                return True
+        return False
+
+
+async def uptime_s(redis: Redis) -> float | None:
+    """Seconds since Redis started, or None where INFO's server section is refused (an ACL)."""
+    try:
+        info = await redis.info("server")
+    except ResponseError:
+        return None
+    up = info.get("uptime_in_seconds")
+    return float(up) if isinstance(up, int | float) else None
 
 
 async def any_alive(redis: Redis, queue_name: str) -> bool:

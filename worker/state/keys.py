@@ -84,6 +84,26 @@ def archive_health(queue_name: str, worker_id: str) -> str:
     return f"{PREFIX}archive:health:{queue_name}:{worker_id}"
 
 
+def archive_pending(queue_name: str, worker_id: str) -> str:
+    """A hash per worker: the records it accepted (answered ``archived: true``) and has not yet
+    stored, record id to report id; a stopped worker's leftovers are its lost records."""
+    return f"{PREFIX}archive:pending:{queue_name}:{worker_id}"
+
+
+def archive_pending_pattern(queue_name: str) -> str:
+    return f"{PREFIX}archive:pending:{glob_escape(queue_name)}:*"
+
+
+def archive_lost(queue_name: str) -> str:
+    """A capped list of the records accepted and never stored (JSON: record, report, worker, why)."""
+    return f"{PREFIX}archive:lost:{queue_name}"
+
+
+def archive_lost_count(queue_name: str) -> str:
+    """How many records were accepted and never stored, ever (the list above keeps the latest)."""
+    return f"{PREFIX}archive:lost-count:{queue_name}"
+
+
 def archive_health_pattern(queue_name: str) -> str:
     return f"{PREFIX}archive:health:{glob_escape(queue_name)}:*"
 

@@ -47,6 +47,13 @@ T = TypeVar("T")
 BOOKKEEPING_RENEW_S = 60.0
 # INFO memory is a few hundred microseconds of Redis's time: once a second per worker is nothing.
 READ_EVERY_S = 1.0
+# While Redis has no maxmemory, or holds less than this share of what its headroom leaves, an idle
+# worker looks at it only every ``CALM_CHECK_S``: filling the rest takes other workers' writes,
+# and a worker that fetches reads it before each fetch (at most every ``READ_EVERY_S``); a write
+# Redis refuses for memory sheds at once anyway (``relieving``). An idle worker's INFO every
+# second was a fifth of its Redis traffic.
+CALM_SHARE = 0.5
+CALM_CHECK_S = 10.0
 # After a refusal to read INFO (an ACL without +info|memory), ask again this seldom.
 UNREADABLE_RETRY_S = 60.0
 # The cache's share of Redis at most, and the share of Redis it leaves free for results, budgets,
@@ -115,6 +122,11 @@ class RedisMemory:
         self._read_at = float("-inf")
         self._unreadable = False
 
+    @property
+    def last(self) -> Reading | None:
+        """The last reading, without asking Redis."""
+        return self._reading
+
     def stale(self) -> None:
         """The next ``reading`` asks Redis again (after shedding, say)."""
         self._read_at = float("-inf")
@@ -152,6 +164,15 @@ def cache_limits(reading: Reading | None, fixed_bound: int) -> tuple[int, int | 
     headroom = int(reading.maxmemory * HEADROOM_SHARE)
     free_beyond_headroom = reading.maxmemory - headroom - reading.used
     return min(fixed_bound, int(reading.maxmemory * CACHE_SHARE)), free_beyond_headroom
+
+
+def calm_check_s(reading: Reading | None, every_s: float) -> float:
+    if reading is None:
+        return every_s
+    if reading.maxmemory <= 0:
+        return max(every_s, CALM_CHECK_S)
+    allowed = reading.maxmemory - int(reading.maxmemory * HEADROOM_SHARE)
+    return max(every_s, CALM_CHECK_S) if reading.used < allowed * CALM_SHARE else every_s
 
 
 def cache_bound(reading: Reading | None, cache_bytes: int, fixed_bound: int) -> int:
@@ -214,6 +235,11 @@ class CacheRoom:
         """``cache_limits`` from the last reading (Redis is asked at most once every
         ``READ_EVERY_S``): the store's bound and the room beyond Redis's headroom."""
         return cache_limits(await self._memory.reading(), fixed_bound)
+
+    def idle_check_s(self, every_s: float) -> float:
+        """How long an idle worker may wait before its next ``keep_headroom``: ``every_s`` while
+        Redis is near its headroom or unread, ``CALM_CHECK_S`` while it is far from it."""
+        return calm_check_s(self._memory.last, every_s)
 
     async def keep_headroom(self) -> None:
         """Shed cached pages when Redis is past its headroom: asked before each fetch, it reads

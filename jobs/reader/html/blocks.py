@@ -25,12 +25,15 @@ MAX_BLOCK_CHARS = 65_536
 STRIP_EVERY = 8_192
 MAX_TITLE = 1000
 MAX_ALT = 300  # characters of an image's alt text that Markdown shows
-# A chunk of a line's text that only Markdown shows (an image's alt text), never the plain text.
+MAX_PENDING_ALTS = 32  # images in a row outside any text (a gallery) whose alt text is kept
+# A chunk of a line's text that only Markdown shows, as an image (an image's alt text), never the
+# plain text.
 EXTRA = -2
 
 # A run of a line's text in Markdown: its words (whitespace collapsed as in the plain text) and
 # the link they are the text of: twice the href's index in the reduction's hrefs, plus one for
-# every other <a> (so two links in a row to one href stay two), or -1 for none.
+# every other <a> (so two links in a row to one href stay two), or -1 for none; EXTRA for the alt
+# text of an image.
 Run = tuple[str, int]
 
 
@@ -80,6 +83,10 @@ class BlockWriter:
         self._at = context
         self.blocks: list[Block] = []
         self.containers: list[Container] = []
+        # Images that stood apart from any text, as blocks with no plain text whose Markdown is
+        # their alt text, each with the index of the block it stands before. They are kept apart
+        # from the blocks so that choosing the main content never sees them.
+        self.pictures: list[tuple[int, Block]] = []
         self.hidden = 0  # characters of hidden text and invisible characters dropped
         self.full = False  # MAX_BLOCKS reached: the reduction stops
         self._pieces: list[str] = []  # raw text of the current line, not yet stripped
@@ -107,7 +114,9 @@ class BlockWriter:
         self._marked: dict[int, tuple[list[str], list[int]]] = {}  # by index in _lines
         self._block_frame: Frame | None = None
         self._outside_code = False
-        self._pending_alt: tuple[int, str] | None = None
+        # Alt texts of images met outside any text so far: they join the next text of the same
+        # line, or become a block of their own at the next boundary.
+        self._pending_alts: list[tuple[str, int, int, str, Frame | None]] = []
 
     def text(self, data: str) -> None:
         bits = self._at.bits
@@ -165,16 +174,32 @@ class BlockWriter:
             return
         if self._open:
             self._extra(text)
-        else:
-            self._pending_alt = (self._at.block_id, text)
+        elif len(self._pending_alts) < MAX_PENDING_ALTS:
+            at = self._at
+            self._pending_alts.append((text, at.block_id, at.bits, at.kind, at.frame))
 
     def boundary(self, sep: str) -> None:
         """A block-level element starts or ends here (``sep`` "\\n"), or a table cell ("\\t")."""
-        self._pending_alt = None
         if self._open:
             self.flush()
+        if self._pending_alts:
+            self._alt_block()
         if sep == "\n" or not self._pending:
             self._pending = sep
+
+    def _alt_block(self) -> None:
+        """Images that stood apart from any text (alone in a paragraph, a figure, a linked
+        picture): a picture, a block with no plain text whose Markdown is their alt text."""
+        alts = self._pending_alts
+        self._pending_alts = []
+        if len(self.pictures) >= MAX_BLOCKS:
+            return
+        _, parent, bits, kind, frame = alts[0]
+        runs: list[Run] = []
+        for alt, *_ in alts:
+            runs.extend(((" ", -1), (alt, EXTRA)) if runs else ((alt, EXTRA),))
+        picture = Block("", "\n", kind, bits, 0, parent, frame, (tuple(runs),))
+        self.pictures.append((len(self.blocks), picture))
 
     def start_title(self) -> None:
         self._title = []
@@ -203,6 +228,8 @@ class BlockWriter:
         (the option of a drop-down that turned out not to be the one it shows)."""
         del self.blocks[blocks:]
         del self.containers[containers:]
+        while self.pictures and self.pictures[-1][0] > blocks:
+            self.pictures.pop()
 
     def flush(self) -> None:
         """End the current block: its lines, cleaned and collapsed, become one Block."""
@@ -259,11 +286,11 @@ class BlockWriter:
         self._block_frame = at.frame
         self._outside_code = False
         self._marked_line = self._link >= 0
-        pending = self._pending_alt
-        if pending is not None:
-            self._pending_alt = None
-            if pending[0] == at.block_id:
-                self._extra(pending[1])
+        if self._pending_alts:
+            alts = self._pending_alts
+            self._pending_alts = []
+            for alt, *_ in alts:
+                self._extra(alt)
 
     def _switch_link(self, link: int) -> None:
         # The text so far is stripped into a chunk of its own, so each chunk has one link.
@@ -352,9 +379,9 @@ def _collapsed(chunks: list[str], links: list[int]) -> tuple[Run, ...]:
             else:
                 texts.append(" ")
                 owners.append(-1)
-        owner = -1 if link == EXTRA else link
+        owner = link
         text = " ".join(words)
-        if texts and owners[-1] == owner:
+        if texts and owners[-1] == owner and owner != EXTRA:
             texts[-1] += text
         else:
             texts.append(text)

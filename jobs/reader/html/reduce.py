@@ -22,6 +22,7 @@ from jobs.reader.html import elements as el
 from jobs.reader.html.blocks import Block, BlockWriter, Container, Context
 from jobs.reader.html.foreign import ForeignContent
 from jobs.reader.html.open_elements import MATH, SVG, OpenElements
+from jobs.reader.html.streamed import Streamed, is_shadow_root
 from jobs.reader.html.structure import STRUCTURAL, Frames
 from jobs.reader.html.tokens import CHARACTERS, END_TAG, SPACE_CHARACTERS, START_TAG, StreamingTokenizer
 from jobs.reader.html.visibility import SelectDisplay, hiding_bits
@@ -63,6 +64,9 @@ class Reduction:
     complete: bool  # False when stopped early: the CPU budget, or the block cap
     declarations: Declarations  # what the page declares about itself, for its metadata
     shell: ShellSignals = field(default_factory=ShellSignals)  # the app-shell signals of the markup
+    # Images apart from any text: (the index of the block each stands before, a block with no
+    # plain text whose Markdown is the alt text), in page order.
+    pictures: list[tuple[int, Block]] = field(default_factory=list)
 
 
 class Reducer:
@@ -87,6 +91,7 @@ class Reducer:
         self._complete = False
         self._declarations = Declarations()
         self._shell = ShellSignals()
+        self._streamed = Streamed(html)
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -133,6 +138,7 @@ class Reducer:
 
     def result(self) -> Reduction:
         writer = self._writer
+        self._streamed.move_into_place(writer.blocks, writer.containers, writer.pictures)
         title, invisible = writer.title()
         return Reduction(
             blocks=writer.blocks,
@@ -144,6 +150,7 @@ class Reducer:
             complete=self._complete,
             declarations=self._declarations,
             shell=self._shell,
+            pictures=writer.pictures,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
@@ -151,6 +158,8 @@ class Reducer:
         stack = self._stack
         if name in WATCHED:
             self._declarations.start(name, attrs, stack.bits, self._tokenizer)
+        elif attrs and "itemprop" in attrs:
+            self._declarations.itemprop(attrs, stack.bits, len(self._writer.blocks))
         entries = stack.entries
         foreign = self._foreign
         if (
@@ -180,7 +189,12 @@ class Reducer:
             self._switch_tokenizer(name)
         bits = stack.bits
         own = bits | NAME_BITS.get(name, 0)
-        if name in el.DROPPED or name == "select":
+        segment = None
+        if name == "template":
+            self._template(attrs)
+            if not is_shadow_root(attrs):
+                own |= DROP
+        elif name in el.DROPPED or name == "select":
             own |= DROP  # a select's own text is never shown; SelectDisplay decides its options
         elif name == "title":
             if not self._writer.has_title and not bits & (DROP | HIDDEN):
@@ -193,7 +207,9 @@ class Reducer:
         if name == "header" and not own & (ARTICLE | MAIN):
             own |= HEADER
         if not own & DROP:
-            own |= hiding_bits(name, attrs)
+            if "hidden" in attrs and name in el.BLOCK:
+                segment = self._streamed.shown_segment(name, attrs, True)
+            own |= hiding_bits(name, _shown(attrs) if segment else attrs)
             if attrs:
                 own = self._attribute_bits(name, attrs, own)
         kind = self._at.kind
@@ -213,8 +229,20 @@ class Reducer:
             link = -1 if number < 0 else 2 * number + (self._anchors & 1)
             self._anchors += 1
         stack.push(name, own, kind, kind is name, 0, frame, link)
+        if segment is not None:
+            self._streamed.segments[segment] = stack.entries[-1].block_id
         if name == "select":
             self._selects.opened(attrs)
+
+    def _template(self, attrs: dict[str, str]) -> None:
+        """A streamed part's placeholder: where its content goes, once the page's script runs."""
+        streamed = self._streamed
+        placeholder = streamed.placeholder(attrs) if "id" in attrs else None
+        if placeholder is None:
+            return
+        self._writer.boundary("\n")  # the part is blocks of its own, not the end of a line
+        around = frozenset(entry.block_id for entry in self._stack.entries)
+        streamed.placeholders.setdefault(placeholder, (len(self._writer.blocks), self._stack.bits, around))
 
     def _end(self, name: str) -> None:
         if self._foreign.in_foreign_node():
@@ -278,6 +306,11 @@ class Reducer:
                 tokenizer.state = tokenizer.rawtextState
         elif name == "plaintext":
             tokenizer.state = tokenizer.plaintextState
+
+
+def _shown(attrs: dict[str, str]) -> dict[str, str]:
+    """The attributes without ``hidden``: a streamed part that its script will show."""
+    return {key: value for key, value in attrs.items() if key != "hidden"}
 
 
 def reduce_all(html: str) -> Reduction:

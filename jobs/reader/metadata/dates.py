@@ -56,6 +56,11 @@ _MONTH_FIRST = re.compile(
 _DAY_FIRST = re.compile(
     rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\.?\s+(?P<mon>{_MONTH})\.?,?\s+(?P<y>\d{{4}})\b", re.I
 )
+# PubMed's and many journals' "2023 Jan 7" (citation_publication_date), and "2023 January 7".
+_YEAR_FIRST = re.compile(rf"\b(?P<y>\d{{4}})\s+(?P<mon>{_MONTH})\.?\s+(?P<d>\d{{1,2}})\b", re.I)
+# Day, month, year with dots, as most of Europe writes it in a byline ("07.01.2023"); slashed
+# dates are left alone, since 01/07/2023 is a different day in the United States.
+_DOTTED = re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?![\d.]\d)")
 _TIME_AFTER = re.compile(r"\s+(?P<H>\d{1,2}):(?P<M>\d{2})(?::(?P<S>\d{2}))?\s*" + _ZONE)
 
 
@@ -89,7 +94,7 @@ def iso_date(raw: object, *, floor: int = WEB_FLOOR, now: dt.datetime | None = N
 
 def date_in_text(text: str, *, now: dt.datetime | None = None) -> str | None:
     """The first date written in words or as ISO in a short text (a byline), or None."""
-    for pattern in (_MONTH_FIRST, _DAY_FIRST, _ISO, _SLASHED):
+    for pattern in (_MONTH_FIRST, _DAY_FIRST, _YEAR_FIRST, _ISO, _SLASHED, _DOTTED):
         match = pattern.search(text[: MAX_DATE_CHARS * 4])
         if match is not None:
             found = iso_date(match.group(0), now=now)
@@ -103,7 +108,10 @@ def _parse(text: str) -> tuple[dt.datetime, bool, dt.timezone | None] | None:
         match = pattern.fullmatch(text)
         if match is not None:
             return _build(match.groupdict())
-    for pattern in (_MONTH_FIRST, _DAY_FIRST):
+    match = _DOTTED.fullmatch(text)
+    if match is not None:
+        return _build(match.groupdict())
+    for pattern in (_MONTH_FIRST, _DAY_FIRST, _YEAR_FIRST):
         match = pattern.match(text) or pattern.search(text)
         if match is not None:
             parts = match.groupdict()
@@ -133,7 +141,13 @@ def _build(parts: dict[str, str | None]) -> tuple[dt.datetime, bool, dt.timezone
     except ValueError:
         return None  # year 0, month 13, February 30, hour 25...
     zone = _zone(parts.get("zone")) if has_time else None
+    if zone is _IMPOSSIBLE:
+        return None  # "+99:00": the page's moment is unknowable, and a time without its zone would lie
     return moment, has_time, zone
+
+
+# A zone no place on Earth keeps (beyond +-14:00, or 60 minutes and more).
+_IMPOSSIBLE = dt.timezone(dt.timedelta(minutes=1), "impossible")
 
 
 def _zone(raw: str | None) -> dt.timezone | None:
@@ -143,8 +157,8 @@ def _zone(raw: str | None) -> dt.timezone | None:
         return dt.UTC
     digits = raw[1:].replace(":", "").replace("'", "")
     hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
-    if hours > 14 or minutes > 59:
-        return None
+    if hours > 14 or minutes > 59 or (hours == 14 and minutes):
+        return _IMPOSSIBLE
     delta = dt.timedelta(hours=hours, minutes=minutes)
     return dt.timezone(-delta if raw[0] == "-" else delta)
 

@@ -8,7 +8,10 @@ page of a million meta tags costs a set lookup per tag past the caps and no memo
 - ``<link rel=canonical href>`` (the first), ``<html lang>``;
 - the text of ``<script type="application/ld+json">``, read straight from the page up to its end
   tag (the reducer skips every script unread), at most MAX_JSONLD_SCRIPT each and MAX_JSONLD_CHARS in all;
-- ``<time datetime>`` with the context it sat in (article, main, or page furniture).
+- ``<time datetime>`` with the context it sat in (article, main, or page furniture);
+- microdata's ``itemprop="datePublished"`` (or ``dateCreated``) on any other element: its
+  ``content`` or ``datetime`` when it has one, else where its text is (the index of the block it
+  opens or joins), for the page's metadata to read the date the element shows.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ MAX_JSONLD_SCRIPTS = 32
 MAX_JSONLD_SCRIPT = 128 * 1024
 MAX_JSONLD_CHARS = 512 * 1024
 MAX_TIMES = 50
+MAX_ITEM_DATES = 20
+ITEM_DATES = frozenset({"datepublished", "datecreated"})
 FURNITURE = NAV | ASIDE | FOOTER | COMMENTS | HIDDEN | DROP
 JSONLD_TYPES = frozenset({"application/ld+json", "application/json+ld"})
 
@@ -44,6 +49,13 @@ class TimeTag:
     furniture: bool  # inside nav, aside, footer, comments, or hidden
 
 
+@dataclass(frozen=True, slots=True)
+class ItemDate:
+    value: str | None  # the element's content or datetime attribute
+    block: int  # the index its text's block has (or the one before it), when value is None
+    furniture: bool
+
+
 @dataclass
 class Declarations:
     metas: dict[str, list[str]] = field(default_factory=dict)
@@ -51,7 +63,15 @@ class Declarations:
     lang: str | None = None
     jsonld: list[str] = field(default_factory=list)
     times: list[TimeTag] = field(default_factory=list)
+    item_dates: list[ItemDate] = field(default_factory=list)
     jsonld_chars: int = 0
+
+    def itemprop(self, attrs: dict[str, str], bits: int, block: int) -> None:
+        """An element other than meta and time that carries an ``itemprop``."""
+        if attrs["itemprop"].strip().lower() not in ITEM_DATES or len(self.item_dates) >= MAX_ITEM_DATES:
+            return
+        value = attrs.get("content") or attrs.get("datetime")
+        self.item_dates.append(ItemDate(value[:100] if value else None, block, bool(bits & FURNITURE)))
 
     def start(self, name: str, attrs: dict[str, str], bits: int, source: RawText) -> None:
         if name == "meta":

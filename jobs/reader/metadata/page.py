@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from jobs.reader.cpu_budget import CpuBudget
 from jobs.reader.html.reduce import Reduction
-from jobs.reader.html.vocabulary import ASIDE, COMMENTS, FOOTER, NAV
+from jobs.reader.html.vocabulary import ASIDE, COMMENTS, FOOTER, HEADER, NAV
 from jobs.reader.links import LinkResolver
 from jobs.reader.metadata import jsonld
 from jobs.reader.metadata.dates import date_in_text, iso_date
@@ -22,6 +22,9 @@ from jobs.reader.metadata.declarations import Declarations
 from jobs.reader.metadata.headline import contains, without_site
 from jobs.reader.metadata.record import Builder
 from jobs.reader.metadata.values import last_first
+from worker.errors import DestinationBlocked, SchemeNotAllowed
+from worker.guardian.policy import AddressPolicy
+from worker.guardian.urls import parse_https_url
 from worker.page_metadata import PageMetadata
 
 PUBLISHED = {
@@ -108,10 +111,18 @@ _BYLINE = re.compile(r"^(?:written\s+)?by[:\s]\s*(?P<names>.+)", re.IGNORECASE)
 _BYLINE_END = re.compile(
     r"\s*(?:[,|\u2022\u00b7]|\s[-\u2013\u2014]\s|\bon\b|\bupdated\b|\bpublished\b|\d).*$", re.IGNORECASE
 )
+# A line that dates an update, not the publication (unless it says both).
+_UPDATED = re.compile(
+    r"^(?!.*(?:published|veröffentlicht|publié|publicado)).*"
+    r"(?:updated|modified|aktualisiert|geändert|mis à jour|actualizado)",
+    re.IGNORECASE,
+)
 _NAME_PARTICLES = frozenset(
     {"and", "und", "de", "da", "di", "van", "von", "der", "den", "la", "le", "du", "&"}
 )
 _URL_DATE = re.compile(r"/((?:19|20)\d{2})[/-](0?[1-9]|1[0-2])[/-](0?[1-9]|[12]\d|3[01])(?=[/._-]|$)")
+# The guardian's table with no operator ranges: what no deployment's default lets anyone fetch.
+_ADDRESSES = AddressPolicy()
 _URL_COMPACT_DATE = re.compile(r"/((?:19|20)\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=/)")
 
 
@@ -126,7 +137,7 @@ async def html_metadata(
     _site_names(built, declared, found)
     site = built.metadata["site_name"]
     _headline(built, declared, found, reduction, site, host)
-    _dates(built, declared, found)
+    _dates(built, declared, found, reduction)
     _authors(built, declared, found)
     built.text("description", found.description, "json-ld")
     _each(built.text, "description", declared, DESCRIPTIONS)
@@ -217,7 +228,7 @@ def _headline(
         built.text("headline", heading, "html")
 
 
-def _dates(built: Builder, declared: Declarations, found: jsonld.JsonLd) -> None:
+def _dates(built: Builder, declared: Declarations, found: jsonld.JsonLd, reduction: Reduction) -> None:
     built.date("published", found.published, "json-ld")
     for source in ORDER:
         for key in PUBLISHED.get(source, ()):
@@ -231,10 +242,11 @@ def _dates(built: Builder, declared: Declarations, found: jsonld.JsonLd) -> None
         for tag in times:
             if tag.role == role:
                 built.date(role, tag.datetime, "time")
-    in_content = [tag for tag in times if tag.in_content and not tag.furniture and not tag.role]
-    elsewhere = [tag for tag in times if not tag.furniture and not tag.role]
-    for tag in in_content or elsewhere[:1]:
-        built.date("published", tag.datetime, "time")
+    for item in declared.item_dates:
+        if item.value is not None:
+            built.date("published", item.value, "meta")
+        elif not item.furniture:
+            built.date("published", _shown_date(reduction, item.block), "html")
 
 
 def _authors(built: Builder, declared: Declarations, found: jsonld.JsonLd) -> None:
@@ -249,16 +261,55 @@ def _undeclared(built: Builder, reduction: Reduction, url: str) -> None:
     """The URL's date and the byline: only for what no declaration gave."""
     if not built.has("published"):
         built.date("published", url_date(url), "url")
+    if not built.has("published"):
+        # A <time> that says nothing of what it dates: the article's own, or a teaser's in a
+        # "related" rail inside it. The URL's date, when there is one, is the surer of the two.
+        times = reduction.declarations.times
+        in_content = [tag for tag in times if tag.in_content and not tag.furniture and not tag.role]
+        elsewhere = [tag for tag in times if not tag.furniture and not tag.role]
+        for tag in in_content or elsewhere[:1]:
+            built.date("published", tag.datetime, "time")
     if built.has("published") and built.has("author"):
         return
     line = byline(reduction)
-    if line is None:
-        return
-    names, date = line
-    if names:
-        built.authors([names], "byline", split=True)
-    if date:
-        built.date("published", date, "byline")
+    if line is not None:
+        names, date = line
+        if names:
+            built.authors([names], "byline", split=True)
+        if date:
+            built.date("published", date, "byline")
+    if not built.has("published"):
+        built.date("published", byline_date(reduction), "byline")
+
+
+def _shown_date(reduction: Reduction, block: int) -> str | None:
+    """The date a microdata element shows as its text: in the block it joined or opened."""
+    for candidate in reduction.blocks[block : block + 2]:
+        if len(candidate.text) <= MAX_BYLINE:
+            found = date_in_text(candidate.text)
+            if found is not None:
+                return found
+    return None
+
+
+def byline_date(reduction: Reduction) -> str | None:
+    """A date shown in a short line near the headline ("Published 7 January 2023", "07.01.2023 |
+    Politics"), not in the page's furniture or its own header (where today's date stands), and not
+    on a line that says it is an update."""
+    blocks = reduction.blocks
+    start = next(
+        (i for i, block in enumerate(blocks) if block.kind == "h1" and not block.bits & FURNITURE), None
+    )
+    if start is None:
+        return None
+    for block in blocks[max(0, start - 2) : start + BYLINE_WINDOW]:
+        text = block.text
+        if len(text) > MAX_BYLINE or block.bits & (FURNITURE | HEADER) or _UPDATED.search(text):
+            continue
+        found = date_in_text(text)
+        if found is not None:
+            return found
+    return None
 
 
 def main_heading(reduction: Reduction) -> str | None:
@@ -305,12 +356,28 @@ def url_date(url: str) -> str | None:
 
 
 def _canonical(href: str | None, url: str) -> str | None:
-    """``href`` resolved against the page, when it is an https URL the guardian would fetch."""
+    """``href`` resolved against the page, when it is an https URL the guardian would fetch: an
+    address the guardian's table refuses (127.0.0.2, 169.254.169.254, [::1]) is dropped, unless it
+    is the page's own host, which the guardian (with the operator's allow ranges) already let us
+    fetch."""
     if not href:
         return None
     resolver = LinkResolver(None, url)
     resolver.add([href[:2000]])
-    return resolver.links[0] if resolver.links else None
+    if not resolver.links:
+        return None
+    canonical = resolver.links[0]
+    try:
+        target = parse_https_url(canonical)
+    except (DestinationBlocked, SchemeNotAllowed):
+        return None
+    if target.address is None or _ADDRESSES.classify(target.address).allowed:
+        return canonical
+    try:
+        page = parse_https_url(url)
+    except (DestinationBlocked, SchemeNotAllowed):
+        return None
+    return canonical if page.address == target.address else None
 
 
 def _host(url: str) -> str | None:

@@ -1,8 +1,10 @@
 """The PDF child process: reads PDFs sent by its worker, one at a time, and answers with their text.
 
-The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES [NICENESS]`` with
-an empty environment (no keys, no Redis address) and no descriptor but its three pipes. Before it reads
-any PDF it confines itself, so that even a PDF that takes over PDFium finds nothing to use:
+The worker's pool starts it as ``python -I -m jobs.reader.pdf.child MEMORY_BYTES [NICENESS
+[LANGUAGES]]`` with an empty environment (no keys, no Redis address) and no descriptor but its
+three pipes. It reads PDFs, images (by OCR, ``jobs.reader.ocr``) and office documents
+(``jobs.reader.office``). Before it reads any PDF it confines itself, so that even a PDF that
+takes over PDFium finds nothing to use:
 
 - it lowers its own priority (NICENESS), so a core it shares with its worker is the worker's first;
 - its address space is capped (RLIMIT_AS), so a decompression bomb fails inside the child;
@@ -28,24 +30,41 @@ import sys
 
 import pypdfium2 as pdfium
 
+from jobs.reader.ocr.engine import Engine, OcrUnavailable
+from jobs.reader.ocr.pictures import load_plugins, warm_up_picture
+from jobs.reader.office.warm import warm_office
+from jobs.reader.pdf.reading import read_request_body
 from jobs.reader.pdf.text import extract
-from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal, read_request, reply_frame, write_all
+from jobs.reader.pdf.wire import read_request, reply_frame, write_all
 
 REQUESTS_FD = 0
 REPLIES_FD = 1
 EXIT_OUT_OF_MEMORY = 3
 
 
-def warm_up() -> None:
-    """Load now what reading loads lazily (PDFium's helpers, the UTF-16 codec): once confined, the
-    child can open no file, not even a Python module."""
+def warm_up(languages: str) -> Engine | None:
+    """Load now what reading loads lazily (PDFium's helpers, the UTF-16 codec, Pillow's decoders,
+    Tesseract's models, the office readers' modules): once confined, the child can open no file,
+    not even a Python module. Returns the OCR engine, or None with OCR off or not installed."""
     codecs.lookup("utf-16-le")
+    load_plugins()
     blank = pdfium.PdfDocument.new()
     blank.new_page(200, 200).close()
     buffer = io.BytesIO()
     blank.save(buffer)
     blank.close()
+    engine = None
+    if languages:
+        try:
+            engine = Engine(languages)
+        except (OcrUnavailable, RuntimeError):
+            engine = None  # each scan is then read as having no text, and says so
     extract(buffer.getvalue(), max_chars=100, cpu_budget_s=1.0)
+    if engine is not None:
+        # Tesseract loads parts of its models at its first recognition, not at its start.
+        engine.read(warm_up_picture(), dpi=300, deadline_s=30.0)
+    warm_office()
+    return engine
 
 
 def confine(memory_bytes: int) -> None:
@@ -69,17 +88,14 @@ def limit_cpu(seconds: float) -> None:
     )
 
 
-def serve() -> int:
+def serve(engine: Engine | None) -> int:
     while True:
         request = read_request(REQUESTS_FD)
         if request is None:
             return 0  # the worker closed the pipe: it is stopping, or it retired this child
         limit_cpu(request.cpu_limit_s)
-        reply: Reading | Refusal
         try:
-            reply = extract(request.body, max_chars=request.max_chars, cpu_budget_s=request.cpu_budget_s)
-        except PdfRefused as refused:
-            reply = refused.refusal
+            reply = read_request_body(request, engine)
         except MemoryError:
             return EXIT_OUT_OF_MEMORY
         write_all(REPLIES_FD, reply_frame(reply))
@@ -89,9 +105,9 @@ def main(argv: list[str]) -> int:
     if len(argv) > 2:
         with contextlib.suppress(OSError):
             os.nice(int(argv[2]))
-    warm_up()
+    engine = warm_up(argv[3] if len(argv) > 3 else "")
     confine(int(argv[1]))
-    return serve()
+    return serve(engine)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
+import functools
 import os
 import select
 import signal
@@ -37,6 +39,7 @@ from enum import StrEnum
 from jobs.reader.pdf.schedule import CostQueue
 from jobs.reader.pdf.wire import (
     REPLY_HEAD,
+    Options,
     Reading,
     Refusal,
     Request,
@@ -59,6 +62,9 @@ EXIT_OUT_OF_MEMORY = 3  # pdf_child's status after a MemoryError
 RETIRE_WAIT_S = 1.0
 # The least CPU budget a PDF reads with, however late its seat came: enough for a first page.
 MIN_BUDGET_S = 0.05
+# The CPU time past OCR's budget a child may use before the kernel stops it: one page's worth.
+OCR_PAGE_ROOM_S = 10.0
+OCR_MARGIN_S = 3.0
 
 
 class Failure(StrEnum):
@@ -88,28 +94,35 @@ class Limits:
 
     @classmethod
     def for_budget(
-        cls, cpu_budget_s: float, memory_bytes: int = MEMORY_LIMIT_BYTES, wall_s: float | None = None
+        cls,
+        cpu_budget_s: float,
+        memory_bytes: int = MEMORY_LIMIT_BYTES,
+        wall_s: float | None = None,
+        ocr_budget_s: float = 0.0,
     ) -> Limits:
         # A page can cost as much again as the budget before the child checks; the wall clock
-        # allows for sharing two cores with the worker and the other child.
-        cpu_limit_s = 2 * cpu_budget_s + 1
+        # allows for sharing two cores with the worker and the other child. OCR's budget is on
+        # top, with one page's bound of room (Tesseract cancels a page at its own deadline).
+        cpu_limit_s = 2 * cpu_budget_s + 1 + (ocr_budget_s + OCR_PAGE_ROOM_S if ocr_budget_s else 0.0)
         return cls(memory_bytes, cpu_budget_s, cpu_limit_s, wall_s or 2 * cpu_limit_s + 1)
 
 
 class Child:
     """One child process and its two pipes."""
 
-    def __init__(self, memory_bytes: int) -> None:
+    def __init__(self, memory_bytes: int, languages: str = "") -> None:
         self.memory_bytes = memory_bytes
+        self.languages = languages  # OCR's languages, its models loaded at start; "" for no OCR
         self.documents = 0
         # No environment (no keys, no Redis address), no descriptor but the pipes, its own
         # session (a terminal's Ctrl-C is for the worker, which then closes the pipes), and
         # isolated mode, so nothing in the environment or the working directory is imported.
         self.process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-            [sys.executable, "-I", "-m", CHILD_MODULE, str(memory_bytes), str(CHILD_NICENESS)],
+            [sys.executable, "-I", "-m", CHILD_MODULE, str(memory_bytes), str(CHILD_NICENESS), languages],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            # (tesserocr's Tesseract is built without OpenMP: it reads a page on the one thread.)
             env={},
             cwd="/",
             close_fds=True,
@@ -235,11 +248,14 @@ class PdfPool:
         cpu_budget_s: float,
         cost_key: str = "",
         until: float | None = None,
+        options: Options = Options(),  # noqa: B008 (frozen)
+        languages: str = "",
     ) -> Reading | Refusal:
         """The child's reading of ``body``; raise ChildFailed when it hit a limit or crashed.
 
         It waits for a child in the pool's cost queue, charged to ``cost_key`` (the site); with
-        ``until`` (loop time), a PDF that waited long reads with the time it has left.
+        ``until`` (loop time), a PDF that waited long reads with the time it has left, and OCR
+        (``options``, in a child with ``languages`` loaded) with what is left after that.
         """
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
@@ -248,18 +264,23 @@ class PdfPool:
         async with queue.seat(cost_key):
             if until is not None:
                 cpu_budget_s = max(MIN_BUDGET_S, min(cpu_budget_s, until - loop.time()))
-            limits = Limits.for_budget(cpu_budget_s, self.memory_bytes, self.wall_s)
-            request = Request(body, max_chars, limits.cpu_budget_s, limits.cpu_limit_s)
-            return await loop.run_in_executor(self._executor, self._exchange, request, limits)
+                # OCR stops in time for the worker to render, keep and answer before the deadline.
+                left = until - loop.time() - cpu_budget_s - OCR_MARGIN_S
+                ocr_s = max(0.0, min(options.ocr_budget_s, left))
+                options = dataclasses.replace(options, ocr_budget_s=ocr_s)
+            limits = Limits.for_budget(cpu_budget_s, self.memory_bytes, self.wall_s, options.ocr_budget_s)
+            request = Request(body, max_chars, limits.cpu_budget_s, limits.cpu_limit_s, options)
+            exchange = functools.partial(self._exchange, request, limits, languages)
+            return await loop.run_in_executor(self._executor, exchange)
 
     def children(self) -> list[int]:
         """The pids of the children alive now, idle or busy."""
         with self._lock:
             return [child.pid for child in (*self._idle, *self._busy)]
 
-    def _exchange(self, request: Request, limits: Limits) -> Reading | Refusal:
+    def _exchange(self, request: Request, limits: Limits, languages: str) -> Reading | Refusal:
         try:
-            child = self._take()
+            child = self._take(languages)
         except OSError:  # no process could be started (out of memory or of process slots)
             raise ChildFailed(Failure.CRASH, limits) from None
         try:
@@ -277,15 +298,18 @@ class PdfPool:
         self._give_back(child)
         return reply
 
-    def _take(self) -> Child:
+    def _take(self, languages: str) -> Child:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the PDF pool is closed")
             child = self._idle.pop() if self._idle else None
+        if child is not None and child.languages != languages:
+            child.retire()  # OCR's languages changed (a test, a reconfigured worker): a fresh child
+            child = None
         if child is None or child.process.poll() is not None:
             if child is not None:
                 child.kill()
-            child = Child(self.memory_bytes)
+            child = Child(self.memory_bytes, languages)
         with self._lock:
             self._busy.add(child)
         return child

@@ -17,20 +17,38 @@ import logging
 from dataclasses import dataclass, field
 
 from jobs.reader.links import urls_in_text
+from jobs.reader.ocr.ask import OcrAsk, note
 from jobs.reader.pdf.pool import ChildFailed, Failure, Limits, default_pool
-from jobs.reader.pdf.wire import Reading, Refusal
+from jobs.reader.pdf.wire import Kind, Options, Reading, Refusal
+from worker.document_notes import OcrNote
 from worker.errors import UnsupportedContentType
 from worker.logs import fields
+from worker.tracing import phases
 
 log = logging.getLogger("research.pdf")
 
 MAX_TITLE_FROM_TEXT = 200
+# OCR's CPU time for one read when no deadline shortens it (the job's deadline always does).
+MAX_OCR_S = 300.0
 MIB = 1024 * 1024
 
 REFUSALS = {
     Refusal.PASSWORD: "the PDF is protected by a password, so its text cannot be read",
     Refusal.SECURITY: "the PDF is encrypted with a scheme this reader does not support",
     Refusal.DAMAGED: "the PDF is damaged or is not a PDF: its structure could not be parsed",
+    Refusal.IMAGE_DAMAGED: "the image is damaged or is not a PNG, JPEG, TIFF, WebP or GIF image",
+    Refusal.IMAGE_TOO_LARGE: (
+        "the image declares more pixels than the reader's bound (40 megapixels); it was not decoded"
+    ),
+    Refusal.OCR_OFF: "the body is an image, and this deployment has OCR off (RESEARCH_OCR=off)",
+    Refusal.OFFICE_DAMAGED: "the office document is damaged or is not a DOCX, XLSX, PPTX, ODT, ODS or ODP",
+    Refusal.ZIP_BOMB: (
+        "zip_bomb: a member of the document's archive inflates past the reader's bound (ratio "
+        "100:1 past 1 MiB, 64 MiB a member, 200 MiB in all); it was not opened"
+    ),
+    Refusal.XML_ENTITIES: (
+        "xml_entities: the document's XML declares a DTD or entities (an entity expansion); it was not opened"
+    ),
 }
 
 
@@ -50,26 +68,68 @@ class PdfText:
     declared: dict[str, list[str]] = field(
         default_factory=dict
     )  # the information dictionary's and XMP's values, raw
+    ocr: OcrNote | None = None  # the pages OCR read, when it read any (or stopped before one)
+    markdown: str = ""  # an office document's Markdown
+    refused: tuple[str, ...] = ()  # an office document's hazards, ignored
 
 
 async def read_pdf(
-    body: bytes, *, max_chars: int, cpu_budget_s: float, cost_key: str = "", until: float | None = None
+    body: bytes,
+    *,
+    max_chars: int,
+    cpu_budget_s: float,
+    cost_key: str = "",
+    until: float | None = None,
+    ocr: OcrAsk | None = None,
+    kind: Kind = Kind.PDF,
+    from_page: int = 0,
 ) -> PdfText:
     """Raise UnsupportedContentType, with the reason in the message, when the PDF cannot be read.
 
     ``cost_key`` (the site) is what the pool charges the reading's time to; ``until`` (loop time)
-    shortens the budget of a PDF that waited for a child."""
+    shortens the budget of a PDF that waited for a child. With ``ocr``, pages with no text layer
+    (and an image, ``kind`` IMAGE) are read by OCR, charged to the report's OCR budget."""
+    granted = await ocr.reserve(ocr.pages_per_read) if ocr is not None else 0
+    options = Options(
+        kind=kind, ocr_pages=granted, ocr_budget_s=MAX_OCR_S if granted else 0.0, from_page=from_page
+    )
+    reply: Reading | Refusal | None = None
+    started_ns = phases.now_ns()
     try:
         reply = await default_pool().read(
-            body, max_chars=max_chars, cpu_budget_s=cpu_budget_s, cost_key=cost_key, until=until
+            body,
+            max_chars=max_chars,
+            cpu_budget_s=cpu_budget_s,
+            cost_key=cost_key,
+            until=until,
+            options=options,
+            languages=ocr.languages if ocr is not None else "",
         )
     except ChildFailed as failed:
         # For operators: a run of these is a bomb campaign, or a PDFium bug worth reporting.
         log.warning("a PDF child failed", extra=fields(failure=failed.failure.value, bytes=len(body)))
         raise UnsupportedContentType(failure_message(failed.failure, failed.limits)) from None
+    finally:
+        used = len(reply.ocr_pages) if isinstance(reply, Reading) else 0
+        if used:  # the job's OCR phase (worker/tracing): the child's reading, scan pages and all
+            phases.record(phases.OCR, started_ns)
+        if ocr is not None and granted:
+            await ocr.refund(granted - used)
     if isinstance(reply, Refusal):
         raise UnsupportedContentType(REFUSALS[reply])
-    if reply.characters == 0 and reply.images > 0:
+    if kind is Kind.IMAGE and not reply.ocr_pages and reply.ocr_unread:
+        raise UnsupportedContentType(
+            "the image was not read: this report has used its OCR budget (RESEARCH_OCR_BUDGET_PAGES)"
+            if not granted
+            else "the image was not read: OCR ran out of this fetch's time"
+        )
+    ocr_note = note(reply, ocr.languages, granted, ocr.pages_per_read) if ocr is not None else None
+    if kind is Kind.PDF and reply.characters == 0 and reply.images > 0 and not reply.ocr_pages:
+        if ocr_note is not None and ocr_note.get("stopped") == "ocr_budget":
+            raise UnsupportedContentType(
+                "the PDF has no text layer (a scan), and this report has used its OCR budget "
+                "(RESEARCH_OCR_BUDGET_PAGES), so it was not read"
+            )
         raise UnsupportedContentType(
             "the PDF has no text layer: its pages are images only (a scan without OCR), so there is "
             "no text to read"
@@ -86,6 +146,9 @@ async def read_pdf(
         out_of_time=not reply.complete,
         page_texts=tuple(reply.texts),
         declared=reply.declared,
+        ocr=ocr_note,
+        markdown=reply.markdown,
+        refused=tuple(reply.hazards),
     )
 
 
@@ -115,7 +178,12 @@ def first_line(text: str) -> str:
 
 def _stopped_early(reply: Reading) -> bool:
     """Pages were left unread (cap or budget), or some could not be loaded."""
-    return reply.pages_read < reply.pages or not reply.complete or reply.unreadable_pages > 0
+    return (
+        reply.pages_read < reply.pages
+        or not reply.complete
+        or reply.unreadable_pages > 0
+        or bool(reply.ocr_unread)
+    )
 
 
 def _hrefs(reply: Reading) -> list[str]:

@@ -16,8 +16,7 @@ import ctypes
 import math
 import re
 import time
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
@@ -27,7 +26,9 @@ from jobs.reader.metadata.xmp import declared
 from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
     BARE_PAGE,
+    MIN_READABLE_PT,
     MIN_VISIBLE_ALPHA,
+    NEAR_WHITE,
     PAGE_WHITE,
     STROKE_MODES,
     Beneath,
@@ -59,9 +60,15 @@ _LINE_BREAKS = re.compile(r"\n{2,}")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
 Matrix = tuple[float, float, float, float, float, float]
 
+if TYPE_CHECKING:  # the OCR engine loads only in the child that reads a scan, not with the text reader
+    from jobs.reader.ocr.run import OcrRun
 
-def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
-    """Read ``body`` until ``max_chars`` characters of text or ``cpu_budget_s`` of CPU time."""
+
+def extract(
+    body: bytes, *, max_chars: int, cpu_budget_s: float, ocr: OcrRun | None = None, from_page: int = 0
+) -> Reading:
+    """Read ``body`` until ``max_chars`` characters of text or ``cpu_budget_s`` of CPU time (OCR's
+    time aside: ``ocr`` has its own budget), from page ``from_page`` (0: the first)."""
     started = time.process_time()
     document = _open(body)
     try:
@@ -70,21 +77,35 @@ def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
             pages=count, pages_read=0, title=_title(document), declared=declared(document, body)
         )
         length = uri_count = 0
-        for index in range(count):
-            if time.process_time() - started > cpu_budget_s:
+        # Pages before ``from_page`` were read by an earlier request: their places are kept empty.
+        reading.pages_read = min(from_page, count)
+        reading.texts.extend([""] * reading.pages_read)
+        reading.uris.extend([] for _ in range(reading.pages_read))
+        for index in range(min(from_page, count), count):
+            spent = time.process_time() - started - (ocr.spent_s if ocr is not None else 0.0)
+            if spent > cpu_budget_s:
                 reading.complete = False
                 break
             page = _load(document, index)
-            reading.pages_read += 1
             if page is None:
+                reading.pages_read += 1
                 reading.unreadable_pages += 1
                 reading.texts.append("")
                 reading.uris.append([])
                 continue
             try:
-                text, uris = _read_page(document, page, reading)
+                text, uris, scanned = _read_page(document, page, reading)
+                if scanned and ocr is not None:
+                    found = ocr.read_page(page, index + 1, reading)
+                    if found is None:
+                        # Past the OCR budget: the reading stops here, so a later one continues it.
+                        reading.ocr_unread.append(index + 1)
+                        break
+                    text, invisible = strip_invisible(clean(found))
+                    reading.hidden_removed += invisible
             finally:
                 page.close()
+            reading.pages_read += 1
             # The worker cuts the text at max_chars; what lies well past it need not cross the pipe.
             text = text[: max(0, max_chars + CUT_SLACK - length)]
             uris = uris[: max(0, MAX_URIS - uri_count)]
@@ -95,7 +116,7 @@ def extract(body: bytes, *, max_chars: int, cpu_budget_s: float) -> Reading:
                 length += len(text) + 2
             if length >= max_chars:
                 break
-        if count and reading.unreadable_pages == reading.pages_read:
+        if count and reading.unreadable_pages and reading.unreadable_pages == reading.pages_read:
             raise PdfRefused(Refusal.DAMAGED)
         return reading
     finally:
@@ -137,13 +158,17 @@ def clean(text: str) -> str:
     return _LINE_BREAKS.sub("\n", text).strip()
 
 
-def _read_page(document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Reading) -> tuple[str, list[str]]:
+def _read_page(
+    document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Reading
+) -> tuple[str, list[str], bool]:
+    """The page's visible text, its link URIs, and whether it is a scan (images, no text layer)."""
     textpage = page.get_textpage()
     try:
         scan = _PageScan(page)
         reading.images += scan.images
         count = raw.FPDFText_CountChars(textpage.raw)
         reading.characters += max(count, 0)
+        scanned = count <= 0 and scan.images > 0
         if count <= 0:
             text = ""
         elif not scan.hidden and not scan.straddling:
@@ -155,7 +180,7 @@ def _read_page(document: pdfium.PdfDocument, page: pdfium.PdfPage, reading: Read
         textpage.close()
     text, invisible = strip_invisible(clean(text))
     reading.hidden_removed += invisible
-    return text, _uris(document, page)
+    return text, _uris(document, page), scanned
 
 
 def _visible_text(textpage: pdfium.PdfTextPage, count: int, scan: _PageScan) -> tuple[str, int]:
@@ -188,22 +213,34 @@ def _visible_text(textpage: pdfium.PdfTextPage, count: int, scan: _PageScan) -> 
 def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
     """The URIs of the page's link annotations, in annotation order (other actions are skipped)."""
     found: list[str] = []
+    if raw.FPDFPage_GetAnnotCount(page.raw) <= 0:
+        return found  # no annotation, so no link: most pages of most documents
     position = ctypes.c_int(0)
     link = raw.FPDF_LINK()
-    while len(found) < MAX_URIS_PER_PAGE and raw.FPDFLink_Enumerate(
-        page.raw, ctypes.byref(position), ctypes.byref(link)
-    ):
+    position_ref, link_ref = ctypes.byref(position), ctypes.byref(link)
+    # One buffer for every URI of the page: PDFium writes a URI into it only when it fits, and
+    # says its size either way, so one call reads a URI that fits and skips one that does not.
+    buffer = _URI_BUFFER
+    while len(found) < MAX_URIS_PER_PAGE and raw.FPDFLink_Enumerate(page.raw, position_ref, link_ref):
         action = raw.FPDFLink_GetAction(link)
         if not action or raw.FPDFAction_GetType(action) != raw.PDFACTION_URI:
             continue
-        size = raw.FPDFAction_GetURIPath(document.raw, action, None, 0)
+        size = raw.FPDFAction_GetURIPath(document.raw, action, buffer, MAX_URI_BYTES)
         if not 1 < size <= MAX_URI_BYTES:
             continue
-        buffer = ctypes.create_string_buffer(size)
-        raw.FPDFAction_GetURIPath(document.raw, action, buffer, size)
         # The URI is 7-bit ASCII by the standard; anything else is read byte for byte.
         found.append(buffer.raw[: size - 1].decode("latin-1"))
     return found
+
+
+_URI_BUFFER = ctypes.create_string_buffer(MAX_URI_BYTES)
+# PDFium's calls that run for every text object of every page, bound once.
+_render_mode = raw.FPDFTextObj_GetTextRenderMode
+_fill_color = raw.FPDFPageObj_GetFillColor
+_bounds = raw.FPDFPageObj_GetBounds
+_font_size = raw.FPDFTextObj_GetFontSize
+_matrix = raw.FPDFPageObj_GetMatrix
+WHITE_FLOOR = 255 - NEAR_WHITE
 
 
 class _Paint(NamedTuple):
@@ -229,17 +266,28 @@ class _PageScan:
         self._floats = [ctypes.c_float() for _ in range(4)]
         self._colors = [ctypes.c_uint() for _ in range(4)]
         self._matrix = raw.FS_MATRIX()
+        # Made once per page: a byref per call is a measurable part of a page's cost.
+        self._float_refs = [ctypes.byref(value) for value in self._floats]
+        self._color_refs = [ctypes.byref(value) for value in self._colors]
+        self._matrix_ref = ctypes.byref(self._matrix)
+        self._draw_mode = [ctypes.c_int(), ctypes.c_int()]  # fill mode, stroke
+        self._draw_mode_refs = [ctypes.byref(value) for value in self._draw_mode]
+        self._blending: dict[tuple[int, int, int, int], list[_Paint]] = {}
         self._doubles = [ctypes.c_double() for _ in range(4)]
         self._pixels: dict[int, Pixels] = {}  # by paint order: each image decoded once per page
         texts: list[tuple[int, Any, Matrix | None]] = []
+        text_kind, image_kind = raw.FPDF_PAGEOBJ_TEXT, raw.FPDF_PAGEOBJ_IMAGE
+        painted = (image_kind, raw.FPDF_PAGEOBJ_SHADING, raw.FPDF_PAGEOBJ_PATH)
         for order, (kind, handle, form) in enumerate(_objects(page)):
-            if kind == raw.FPDF_PAGEOBJ_TEXT:
+            if kind == text_kind:
                 texts.append((order, handle, form))
-            elif kind in (raw.FPDF_PAGEOBJ_IMAGE, raw.FPDF_PAGEOBJ_SHADING, raw.FPDF_PAGEOBJ_PATH):
+            elif kind in painted:
                 self._paints.append(self._paint(order, kind, handle, form))
-                self.images += kind == raw.FPDF_PAGEOBJ_IMAGE
+                self.images += kind == image_kind
+        plainly_seen = self._plainly_seen
         for order, handle, form in texts:
-            self._judge(order, handle, form)
+            if not plainly_seen(order, handle, form):
+                self._judge(order, handle, form)
 
     def keeps(self, textpage: pdfium.PdfTextPage, index: int) -> bool:
         handle = raw.FPDFText_GetTextObject(textpage.raw, index)
@@ -274,20 +322,69 @@ class _PageScan:
         elif placement(look.box, self.visible_box) is None:
             self.straddling.add(_address(handle))
 
+    def _plainly_seen(self, order: int, handle: Any, form: Matrix | None) -> bool:
+        """The common case, decided from five facts and no TextLook: filled (mode 0), opaque, not
+        near white, wholly on the page, large enough, and with nothing drawn before it under its
+        centre that could be its colour (an image, a translucent fill, a fill within NEAR_WHITE of
+        it). Whatever this cannot settle goes to ``judge``, which decides it exactly as before;
+        what it settles, ``judge`` would find seen too. Most pages' text is all settled here.
+        (Written out in one function: it runs for every text object of every page.)"""
+        if _render_mode(handle) != 0:
+            return False
+        r, g, b, a = self._colors
+        if not _fill_color(handle, *self._color_refs):
+            return False
+        fill = (r.value, g.value, b.value, a.value)
+        if fill[3] != 255 or min(fill[0], fill[1], fill[2]) >= WHITE_FLOOR:
+            return False
+        left, bottom, right, top = self._floats
+        _bounds(handle, *self._float_refs)
+        if form is None:
+            x0, y0, x1, y1 = left.value, bottom.value, right.value, top.value
+        else:
+            x0, y0, x1, y1 = _transform(Box(left.value, bottom.value, right.value, top.value), form)
+        page = self.visible_box
+        if not (page.left <= x0 and x1 <= page.right and page.bottom <= y0 and y1 <= page.top):
+            return False
+        font_size = self._floats[0]
+        _font_size(handle, self._float_refs[0])
+        _matrix(handle, self._matrix_ref)
+        m = self._matrix
+        scale = math.sqrt(abs(m.a * m.d - m.b * m.c))
+        if form is not None:
+            scale *= math.sqrt(abs(form[0] * form[3] - form[1] * form[2]))
+        if font_size.value * scale < MIN_READABLE_PT:
+            return False
+        candidates = self._blending.get(fill)
+        if candidates is None:
+            candidates = self._blending[fill] = [p for p in self._paints if _may_blend(p, fill)]
+        if not candidates:
+            return True
+        x, y = (x0 + x1) / 2, (y0 + y1) / 2
+        for paint in candidates:
+            under = paint.box
+            if paint.order < order and under.left <= x <= under.right and under.bottom <= y <= under.top:
+                return False
+        return True
+
+    def _size(self, handle: Any, form: Matrix | None) -> float:
+        """The effective size: the font size times every scale applied to it."""
+        font_size = self._floats[0]
+        raw.FPDFTextObj_GetFontSize(handle, self._float_refs[0])
+        size = font_size.value
+        raw.FPDFPageObj_GetMatrix(handle, self._matrix_ref)
+        m = self._matrix
+        scale = math.sqrt(abs(m.a * m.d - m.b * m.c))
+        if form is not None:
+            scale *= math.sqrt(abs(form[0] * form[3] - form[1] * form[2]))
+        return size * scale
+
     def _look(self, handle: Any, form: Matrix | None) -> TextLook:
         mode = raw.FPDFTextObj_GetTextRenderMode(handle)
         fill = self._color(raw.FPDFPageObj_GetFillColor, handle)
         # Most text is filled, not stroked: the stroke colour is asked for only when it is painted.
         stroke = self._color(raw.FPDFPageObj_GetStrokeColor, handle) if mode in STROKE_MODES else fill
-        font_size = self._floats[0]
-        raw.FPDFTextObj_GetFontSize(handle, ctypes.byref(font_size))
-        size = font_size.value
-        raw.FPDFPageObj_GetMatrix(handle, ctypes.byref(self._matrix))
-        m = self._matrix
-        scale = math.sqrt(abs(m.a * m.d - m.b * m.c))
-        if form is not None:
-            scale *= math.sqrt(abs(form[0] * form[3] - form[1] * form[2]))
-        return TextLook(self._box(handle, form), mode, fill, stroke, size * scale)
+        return TextLook(self._box(handle, form), mode, fill, stroke, self._size(handle, form))
 
     def _paint(self, order: int, kind: int, handle: Any, form: Matrix | None) -> _Paint:
         box = self._box(handle, form)
@@ -297,9 +394,8 @@ class _PageScan:
             return _Paint(order, box, True, None, handle, own if form is None else _compose(own, form))
         if kind != raw.FPDF_PAGEOBJ_PATH:
             return _Paint(order, box, image=True, color=None)  # a shading: a picture
-        fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
-        raw.FPDFPath_GetDrawMode(handle, ctypes.byref(fill_mode), ctypes.byref(stroke))
-        color = self._color(raw.FPDFPageObj_GetFillColor, handle) if fill_mode.value else None
+        raw.FPDFPath_GetDrawMode(handle, *self._draw_mode_refs)
+        color = self._color(raw.FPDFPageObj_GetFillColor, handle) if self._draw_mode[0].value else None
         return _Paint(order, box, image=False, color=color)
 
     def _image_shows(self, box: Box) -> bool:
@@ -347,48 +443,78 @@ class _PageScan:
 
     def _color(self, getter: Any, handle: Any) -> tuple[int, int, int, int]:
         r, g, b, a = self._colors
-        if not getter(handle, ctypes.byref(r), ctypes.byref(g), ctypes.byref(b), ctypes.byref(a)):
+        if not getter(handle, *self._color_refs):
             return (0, 0, 0, 255)
         return (r.value, g.value, b.value, a.value)
 
     def _box(self, handle: Any, form: Matrix | None) -> Box:
         left, bottom, right, top = self._floats
-        raw.FPDFPageObj_GetBounds(
-            handle, ctypes.byref(left), ctypes.byref(bottom), ctypes.byref(right), ctypes.byref(top)
-        )
+        raw.FPDFPageObj_GetBounds(handle, *self._float_refs)
         box = Box(left.value, bottom.value, right.value, top.value)
         return box if form is None else _transform(box, form)
 
 
-def _objects(page: pdfium.PdfPage) -> Iterator[tuple[int, Any, Matrix | None]]:
+def _objects(page: pdfium.PdfPage) -> list[tuple[int, Any, Matrix | None]]:
     """Every object on the page in painting order, forms opened in place, with the matrix that
-    takes a form's contents to page space (None at the top level)."""
-    stack: list[tuple[Any, int, int, Matrix | None, int]] = [
-        (None, 0, raw.FPDFPage_CountObjects(page.raw), None, 0)
-    ]
-    seen = 0
-    matrix = raw.FS_MATRIX()
-    while stack and seen < MAX_OBJECTS_PER_PAGE:
-        form, index, count, to_page, depth = stack.pop()
-        if index >= count:
-            continue
-        stack.append((form, index + 1, count, to_page, depth))
-        handle = (
-            raw.FPDFPage_GetObject(page.raw, index)
-            if form is None
-            else raw.FPDFFormObj_GetObject(form, index)
-        )
+    takes a form's contents to page space (None at the top level). At most MAX_OBJECTS_PER_PAGE
+    are visited, forms counted: a page of a million empty forms costs no more than one of text."""
+    found: list[tuple[int, Any, Matrix | None]] = []
+    visited = [0]
+    get_object, get_type, form_kind = raw.FPDFPage_GetObject, raw.FPDFPageObj_GetType, raw.FPDF_PAGEOBJ_FORM
+    for index in range(raw.FPDFPage_CountObjects(page.raw)):
+        if visited[0] >= MAX_OBJECTS_PER_PAGE:
+            break
+        visited[0] += 1
+        handle = get_object(page.raw, index)
         if not handle:
             continue
-        seen += 1
+        kind = get_type(handle)
+        if kind == form_kind:
+            _form_objects(handle, None, 0, found, visited)
+        else:
+            found.append((kind, handle, None))
+    return found
+
+
+def _form_objects(
+    form: Any,
+    to_page: Matrix | None,
+    depth: int,
+    found: list[tuple[int, Any, Matrix | None]],
+    visited: list[int],
+) -> None:
+    """A form's objects, in painting order, into ``found`` (forms nest at most MAX_FORM_DEPTH)."""
+    matrix = raw.FS_MATRIX()
+    if depth >= MAX_FORM_DEPTH or not raw.FPDFPageObj_GetMatrix(form, ctypes.byref(matrix)):
+        return
+    own = (matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f)
+    inner = own if to_page is None else _compose(own, to_page)
+    for index in range(raw.FPDFFormObj_CountObjects(form)):
+        if visited[0] >= MAX_OBJECTS_PER_PAGE:
+            return
+        visited[0] += 1
+        handle = raw.FPDFFormObj_GetObject(form, index)
+        if not handle:
+            continue
         kind = raw.FPDFPageObj_GetType(handle)
         if kind == raw.FPDF_PAGEOBJ_FORM:
-            if depth < MAX_FORM_DEPTH and raw.FPDFPageObj_GetMatrix(handle, ctypes.byref(matrix)):
-                own = (matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f)
-                inner = own if to_page is None else _compose(own, to_page)
-                stack.append((handle, 0, raw.FPDFFormObj_CountObjects(handle), inner, depth + 1))
-            continue
-        yield kind, handle, to_page
+            _form_objects(handle, inner, depth + 1, found, visited)
+        else:
+            found.append((kind, handle, inner))
+
+
+def _may_blend(paint: _Paint, fill: tuple[int, int, int, int]) -> bool:
+    """Whether ``paint``, beneath opaque text of colour ``fill``, could make it the colour of its
+    background: an image or shading (its pixels may be that colour), a translucent fill (what it
+    composes to), or an opaque fill within NEAR_WHITE of it. A path not filled is never beneath."""
+    if paint.image:
+        return True
+    color = paint.color
+    if color is None:
+        return False
+    if color[3] != 255:
+        return color[3] >= MIN_VISIBLE_ALPHA
+    return max(abs(color[0] - fill[0]), abs(color[1] - fill[1]), abs(color[2] - fill[2])) <= NEAR_WHITE
 
 
 def _page_box(page: pdfium.PdfPage) -> Box:

@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-REQUEST_HEAD = struct.Struct(">IddQ")  # max_chars, cpu_budget_s, cpu_limit_s, body length
+REQUEST_HEAD = struct.Struct(">IddQI")  # max_chars, cpu_budget_s, cpu_limit_s, body length, options length
+MAX_OPTIONS_BYTES = 4096
 REPLY_HEAD = struct.Struct(">I")
 # Text is cut near the character cap and URIs are capped in the child, so a true reply is far
 # smaller; a longer one is refused unread.
@@ -27,11 +28,25 @@ MAX_DECLARED_CHARS = 4000
 
 
 class Refusal(StrEnum):
-    """Why a PDF cannot be read at all; the worker words the message for each."""
+    """Why a document cannot be read at all; the worker words the message for each."""
 
     PASSWORD = "password"  # noqa: S105 (encrypted with a password we do not have)
     SECURITY = "security"  # encrypted with a scheme PDFium does not support
     DAMAGED = "damaged"  # not parsable as a PDF, or none of its pages loads
+    IMAGE_DAMAGED = "image_damaged"  # an image that cannot be decoded
+    IMAGE_TOO_LARGE = "image_too_large"  # an image whose header declares more pixels than the bound
+    OFFICE_DAMAGED = "office_damaged"  # not a readable office document (zip or XML broken)
+    ZIP_BOMB = "zip_bomb"  # an archive member inflating past its ratio or the total bound
+    XML_ENTITIES = "xml_entities"  # a DTD or entity declaration in the document's XML
+    OCR_OFF = "ocr_off"  # an image, with OCR turned off
+
+
+class Kind(StrEnum):
+    """What the child is asked to read."""
+
+    PDF = "pdf"
+    IMAGE = "image"
+    OFFICE = "office"
 
 
 class PdfRefused(Exception):
@@ -55,6 +70,25 @@ class Reading:
     complete: bool = True  # False when the CPU budget stopped the reading early
     unreadable_pages: int = 0  # pages PDFium could not load
     declared: dict[str, list[str]] = field(default_factory=dict)  # metadata.xmp's raw declarations
+    ocr_pages: list[int] = field(default_factory=list)  # page numbers (from 1) read by OCR
+    ocr_confidence: list[float] = field(default_factory=list)  # each OCR'd page's mean word confidence
+    ocr_unread: list[int] = field(default_factory=list)  # pages OCR did not reach: page budget or time
+    ocr_engine: str = ""  # "tesseract 5.x" when OCR read any page
+    markdown: str = ""  # an office document: its Markdown (texts holds its plain text)
+    hazards: list[str] = field(default_factory=list)  # what was refused and ignored (macros, links out)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to read: what the body is, and what OCR may spend on it."""
+
+    kind: Kind = Kind.PDF
+    ocr_pages: int = 0  # pages OCR may read (0: none); the report's OCR budget, what is left of it
+    ocr_budget_s: float = 0.0  # CPU time OCR may spend, beyond the text layer's budget
+    from_page: int = 0  # the first page (from 0) to read: a continuation reads where the first fetch left off
+
+    def encode(self) -> bytes:
+        return orjson.dumps(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -63,10 +97,14 @@ class Request:
     max_chars: int
     cpu_budget_s: float  # the reading stops between pages once it has used this much CPU time
     cpu_limit_s: float  # the kernel stops the child at this much CPU time for the one document
+    options: Options = Options()
 
     def frame(self) -> bytes:
-        head = REQUEST_HEAD.pack(self.max_chars, self.cpu_budget_s, self.cpu_limit_s, len(self.body))
-        return head + self.body
+        options = self.options.encode()
+        head = REQUEST_HEAD.pack(
+            self.max_chars, self.cpu_budget_s, self.cpu_limit_s, len(self.body), len(options)
+        )
+        return head + options + self.body
 
 
 class WireError(Exception):
@@ -100,11 +138,28 @@ def read_request(fd: int) -> Request | None:
     head = read_exactly(fd, REQUEST_HEAD.size)
     if head is None:
         return None
-    max_chars, cpu_budget_s, cpu_limit_s, length = REQUEST_HEAD.unpack(head)
+    max_chars, cpu_budget_s, cpu_limit_s, length, options_length = REQUEST_HEAD.unpack(head)
+    if options_length > MAX_OPTIONS_BYTES:
+        raise WireError("the request's options are over their bound")
+    options = read_exactly(fd, options_length) if options_length else b"{}"
     body = read_exactly(fd, length) if length else b""
-    if body is None:
+    if body is None or options is None:
         raise WireError("the request ended before its body")
-    return Request(body, max_chars, cpu_budget_s, cpu_limit_s)
+    return Request(body, max_chars, cpu_budget_s, cpu_limit_s, _options(options))
+
+
+def _options(data: bytes) -> Options:
+    """The worker wrote these; still, a bad value is a wire error, not a crash of the child."""
+    try:
+        fields = orjson.loads(data)
+        return Options(
+            kind=Kind(fields.get("kind", "pdf")),
+            ocr_pages=int(fields.get("ocr_pages", 0)),
+            ocr_budget_s=float(fields.get("ocr_budget_s", 0.0)),
+            from_page=int(fields.get("from_page", 0)),
+        )
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        raise WireError("the request's options are malformed") from None
 
 
 def reply_frame(reply: Reading | Refusal) -> bytes:
@@ -158,6 +213,11 @@ def _reading(fields: dict[str, Any]) -> Reading:
     declared = fields.get("declared", {})
     if not _declarations(declared):
         raise WireError("the reply's declared metadata is malformed")
+    ocr = _ocr_fields(fields)
+    markdown = fields.get("markdown", "")
+    hazards = fields.get("hazards", [])
+    if not isinstance(markdown, str) or not _strings(hazards, MAX_HAZARDS):
+        raise WireError("the reply's markdown or hazards are malformed")
     return Reading(
         pages=fields["pages"],
         pages_read=fields["pages_read"],
@@ -170,7 +230,42 @@ def _reading(fields: dict[str, Any]) -> Reading:
         complete=fields["complete"],
         unreadable_pages=fields["unreadable_pages"],
         declared=declared,
+        markdown=markdown,
+        hazards=hazards,
+        **ocr,
     )
+
+
+MAX_HAZARDS = 64
+
+
+def _strings(value: object, most: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= most
+        and all(isinstance(item, str) and len(item) <= 500 for item in value)
+    )
+
+
+def _ocr_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    pages, unread = fields.get("ocr_pages", []), fields.get("ocr_unread", [])
+    confidence, engine = fields.get("ocr_confidence", []), fields.get("ocr_engine", "")
+    counts_ok = all(
+        isinstance(numbers, list)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in numbers)
+        for numbers in (pages, unread)
+    )
+    confidence_ok = isinstance(confidence, list) and all(
+        isinstance(c, int | float) and not isinstance(c, bool) and 0 <= c <= 100 for c in confidence
+    )
+    if not counts_ok or not confidence_ok or len(confidence) != len(pages) or not isinstance(engine, str):
+        raise WireError("the reply's OCR fields are malformed")
+    return {
+        "ocr_pages": pages,
+        "ocr_unread": unread,
+        "ocr_confidence": [float(c) for c in confidence],
+        "ocr_engine": engine[:100],
+    }
 
 
 def _declarations(value: object) -> bool:

@@ -140,7 +140,8 @@ return 0
 # The end of a flight, with the keep of a leading fetch's document: worker/state/pages/cache_finish.lua
 # says what it does.
 FINISH_SCRIPT = KEEP_FUNCTION + (resources.files("worker.state.pages") / "cache_finish.lua").read_text()
-# How often a worker checks Redis's headroom while it fetches nothing (worker.state.memory).
+# How often a worker checks Redis's headroom while it fetches nothing and Redis is near it; far
+# from it, every ``worker.state.memory.CALM_CHECK_S``.
 HEADROOM_CHECK_S = 1.0
 
 
@@ -235,7 +236,7 @@ class PageCache:
     async def _keep_headroom(self) -> None:
         while True:
             await self._room.keep_headroom()
-            await asyncio.sleep(HEADROOM_CHECK_S)
+            await asyncio.sleep(self._room.idle_check_s(HEADROOM_CHECK_S))
 
     async def serve(
         self,

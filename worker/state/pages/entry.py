@@ -24,6 +24,7 @@ from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 import orjson
 
 from worker.archive.ids import parse_record_id
+from worker.document_notes import OcrNote, parse_ocr, parse_refused
 from worker.errors import (
     ConnectionFailed,
     DestinationBlocked,
@@ -76,6 +77,17 @@ def _metadata(value: object) -> object:
     return None if value is None else parse_metadata(value) or BAD
 
 
+def _ocr(value: object) -> object:
+    return None if value is None else parse_ocr(value) or BAD
+
+
+def _refused(value: object) -> object:
+    if value is None:
+        return None
+    found = parse_refused(value)
+    return BAD if found is None else found
+
+
 @dataclass(frozen=True)
 class Page:
     """A reduced page as the cache keeps it, and as a fetch_page result tells of it: its facts,
@@ -107,8 +119,14 @@ class Page:
     # of that fetch (None: it is not in the archive). See worker.archive.
     sha256: str = field(default="", metadata={READ: _sha256})
     archive_record: str | None = field(default=None, metadata={READ: _record_id})
+    # A rendered page's screenshot (PNG) in the archive (jobs/render): set on rendered results only.
+    screenshot_record: str | None = field(default=None, metadata={WHEN_SET: True, READ: _record_id})
     rendered: bool = False  # a browser rendered it (jobs/render); never kept in the shared cache
     script_shell: bool = False  # an app shell whose text its scripts build (jobs/reader/script_shell)
+    # Scans and images: which pages OCR read (worker.document_notes); None when it read none.
+    ocr: OcrNote | None = field(default=None, metadata={WHEN_SET: True, READ: _ocr})
+    # Office documents: what was found and not followed (a macro, a link to an outside file).
+    refused: tuple[str, ...] | None = field(default=None, metadata={WHEN_SET: True, READ: _refused})
 
 
 @dataclass(frozen=True)
