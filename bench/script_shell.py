@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.extraction import DATA, load  # noqa: E402
-from jobs.reader import reduce as reducer_module  # noqa: E402
 from jobs.reader.document import build_document  # noqa: E402
+from jobs.reader.html import reduce as reducer_module  # noqa: E402
 from jobs.reader.script_shell import ShellSignals  # noqa: E402
 from tests.support.app_shells import NOT_SHELLS, SHELLS, with_boot  # noqa: E402
 

@@ -64,7 +64,10 @@ def type_schema(hint: object, *, nullable: bool = True) -> JsonObject:
         return {"type": "object", "additionalProperties": type_schema(args[1])}
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         properties = record_properties(hint)
-        return {"type": "object", "required": list(properties), "properties": properties}
+        # A field left out while it is unset (WHEN_SET) is not required.
+        optional = {f.name for f in dataclasses.fields(hint) if f.metadata.get(WHEN_SET)}
+        needs: list[JsonValue] = [name for name in properties if name not in optional]
+        return {"type": "object", "required": needs, "properties": properties}
     if is_typeddict(hint):
         hints = get_type_hints(hint)
         properties = {name: type_schema(of) for name, of in hints.items()}

@@ -32,12 +32,14 @@ from worker.errors import (
     ConnectionFailed,
     DestinationBlocked,
     DnsFailure,
+    DomainNotAllowed,
     HttpStatus,
     ResearchError,
     RobotsDisallowed,
     Timeout,
 )
-from worker.guardian.redirects import follow_any
+from worker.guardian.domains import DomainPolicy
+from worker.guardian.redirects import HopRule, follow_any
 from worker.guardian.urls import Target, parse_https_url
 from worker.logs import fields
 from worker.state import keys
@@ -69,6 +71,30 @@ class Verdict:
     text: str = ""
 
 
+# A group's user-agent line, read for its product token as RFC 9309 (2.2.1) and the major
+# crawlers do: the leading letters, "_" and "-", so a group written for "research-worker/0.1" or
+# "research-worker/0.1 (+https://...)" is the group for "research-worker".
+USER_AGENT_LINE = re.compile(r"(?im)^([ \t]*user-agent[ \t]*:[ \t]*)([A-Za-z_-]+)[^\r\n#]*")
+
+
+def rules_text(text: str) -> str:
+    """The file as protego should read it: without a byte-order mark (which would hide its first
+    line), each user-agent line cut to its product token."""
+    return USER_AGENT_LINE.sub(r"\1\2", text.removeprefix("\ufeff"))
+
+
+def domain_hops(domains: DomainPolicy) -> HopRule:
+    """robots.txt's redirects to another site are judged by the deployment's domain lists, as a
+    page's are: a robots.txt must not be a way to reach a blocked domain."""
+
+    async def may_follow(current: Target, following: Target) -> None:
+        refusal = domains.refusal(following.host)
+        if refusal is not None:
+            raise DomainNotAllowed(f"{refusal}, so robots.txt is not read from it")
+
+    return may_follow
+
+
 def product_token(user_agent: str) -> str:
     """The User-Agent's product name ("research-worker/0.1 (+...)" -> "research-worker")."""
     return re.split(r"[/\s]", user_agent.strip(), maxsplit=1)[0] or user_agent
@@ -83,8 +109,10 @@ class Robots:
         user_agent: str,
         *,
         max_redirects: int = 5,
+        domains: DomainPolicy | None = None,
     ) -> None:
         self._redis = redis
+        self._hops = domain_hops(domains) if domains is not None else follow_any
         # A fetcher of its own on the shared session: the same guardian, a robots-sized byte cap.
         self._fetcher = Fetcher(session, policy, FetchLimits(MAX_BYTES, MAX_BYTES, max_redirects))
         self._token = product_token(user_agent)
@@ -121,7 +149,7 @@ class Robots:
         else:
             ttl = await self._redis.ttl(key)
             expires = now + max(1, ttl)
-        rules = Protego.parse(verdict.text) if verdict.kind == "rules" else None
+        rules = Protego.parse(rules_text(verdict.text)) if verdict.kind == "rules" else None
         if len(self._parsed) >= LOCAL_ENTRIES:
             self._parsed.clear()
         self._parsed[site] = (expires, verdict, rules)
@@ -154,7 +182,7 @@ class Robots:
 
         try:
             async with asyncio.timeout(seconds):
-                fetched = await self._fetcher.get(robots, follow_any)
+                fetched = await self._fetcher.get(robots, self._hops)
         except TimeoutError:
             return Verdict("disallow", f"no answer within {seconds:g} s"), UNREACHABLE_FRESH_S
         except HttpStatus as answer:
@@ -165,8 +193,9 @@ class Robots:
         except (DnsFailure, ConnectionFailed, Timeout, DestinationBlocked) as failure:
             return Verdict("disallow", failure.kind.value), UNREACHABLE_FRESH_S
         except ResearchError as other:
-            # A redirect to http or off the guardian's map, too many redirects, a binary body: the
-            # file is not available to this crawler, which RFC 9309 reads as no rules at all.
+            # A redirect to http, off the guardian's map or to a blocked domain, too many redirects,
+            # a binary body: the file is not available to this crawler, which RFC 9309 reads as no
+            # rules at all.
             return Verdict("allow", other.kind.value), MAX_FRESH_S
         text = fetched.body.decode("utf-8", errors="replace")
         return Verdict("rules", "read", text), _fresh_s(fetched.cache_control)

@@ -18,6 +18,7 @@ Spend: every answer the provider billed is recorded, an answer that cited nothin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ from worker.guardian.urls import parse_https_url
 from worker.limits import DEFAULT_MAX_RESULTS, MAX_QUERY_CHARS, MAX_RESULTS, REPORT_ID, WEB_SEARCH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.budget import Tool
 from worker.state.report_domains import ReportDomains, report_domains
 from worker.state.result_records import OK, About, Citation, SearchFields
@@ -125,7 +127,7 @@ class WebSearchTool:
             self._archive = None
             await self._shared.close()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> SearchFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> SearchFields:
         request = SearchRequest.parse(arguments)
         providers = self._providers
         if providers is None:
@@ -136,19 +138,24 @@ class WebSearchTool:
         primary.check_ready(request.org_id)
         # Charged before the call: a call that fails may still have been billed.
         await job.charge(Tool.SEARCH)
+        # Results on a refused domain never reach the agent, nor the menu. They are filtered
+        # before the cut to max_results, so with domain lists in force the provider is asked for
+        # as many as a search may bring (one call, within the same charge): blocked results
+        # would otherwise crowd out allowed ones.
+        domains = await self._started_domains().policy(job.report_id)
+        asked = request if domains.unrestricted else dataclasses.replace(request, max_results=MAX_RESULTS)
         heard: list[Heard] = []
         token = HEARD.set(heard)
         try:
-            answered, found = await ask(primary, ready_fallback(providers, request), request, job)
+            answered, found = await ask(primary, ready_fallback(providers, asked), asked, job)
         finally:
             HEARD.reset(token)
         if found.spend is not None:
             await record_search(
                 job.runtime, job.report_id, request.org_id, found.spend, provider=answered.name.value
             )
-        # Results on a refused domain never reach the agent, nor the menu.
-        domains = await self._started_domains().policy(job.report_id)
-        results = [result for result in found.results if on_allowed_domain(domains, result["url"])]
+        allowed = [result for result in found.results if on_allowed_domain(domains, result["url"])]
+        results = allowed[: request.max_results]
         receipt = self._keep(job.report_id, heard, request, answered.name.value, results, job.job_id)
         await job.runtime.menu.record(job.report_id, [result["url"] for result in results])
         record = await receipt.accepted()

@@ -36,6 +36,7 @@ OLDEST_KUBERNETES = "1.29.0"
 # Files in deploy/k8s that kustomization.yaml leaves out on purpose, each checked on its own.
 STANDALONE = {
     "secret.example.yaml": "the Secret's shape; created with kubectl, never applied from the repo",
+    "mcp-tokens.example.yaml": "the MCP tokens Secret's shape (tests/test_deploy_mcp.py checks it)",
     "prometheus-rule.yaml": "needs the Prometheus Operator's CRD; checked against the alert rules",
     "prometheus-adapter-values.yaml": "Helm values for prometheus-adapter, not a manifest",
 }
@@ -154,7 +155,7 @@ def test_the_worker_deployment_leaves_its_replica_count_to_the_hpa(rendered: lis
 
 def test_every_container_image_is_pinned_by_digest(rendered: list[dict[str, Any]]) -> None:
     images = [container["image"] for container in kustomize.containers(rendered)]
-    assert len(images) == 2
+    assert len(images) == 3  # the worker, the dashboard, the MCP server
     for image in images:
         assert re.fullmatch(r"[a-z0-9.\-/]+:[\w.\-]+@sha256:[0-9a-f]{64}", image), image
 

@@ -26,7 +26,7 @@ TOOLS = ("jobs.fetch", "jobs.search", "jobs.providers", "jobs.definitions", "job
 # The tools' light facts (names, what a call is about, definitions, output schemas): the faces
 # (client, MCP server, command line) read them here, never from the composition root.
 LIGHT_FACTS = frozenset({"jobs.facts"})
-FACES = ("worker.client", "worker.mcp", "worker.cli")
+FACES = ("worker.client", "worker.tool_calls", "worker.mcp", "worker.cli")
 # What runs a tool: importing any of these is importing a tool's body.
 TOOL_BODIES = (
     "jobs.fetch",

@@ -7,6 +7,7 @@ continuations must reach it never, and cost no fetch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -149,21 +150,28 @@ async def test_a_long_html_page_read_by_small_pieces_joins_into_its_whole_text(
     assert s.requests == ["/long.html"]
 
 
-async def test_the_read_budget_ends_a_report_that_reads_too_much_with_budget_exhausted(
-    settings: Settings, ca: TestCA, token: str, report: str
+async def test_the_read_budget_ends_a_report_that_reads_too_much_charging_exactly_what_it_returned(
+    settings: Settings, ca: TestCA, token: str, report: str, redis: aioredis.Redis
 ) -> None:
     async with long_documents(settings, ca, token, report, read_budget_chars=50_000) as s:
         client = s.harness.client
-        await client.fetch(report, s.pdf_url, extract="full")
-        second = await client.fetch(report, s.pdf_url, extract="full", offset=40_000)
-        third = await client.fetch(report, s.pdf_url, extract="full", offset=second["next_offset"])
-        fourth = await client.fetch(report, s.pdf_url, extract="full", offset=third["next_offset"])
-    assert len(second["text"]) == 40_000
-    # The rest of the budget, then nothing: the piece ends where the budget does.
-    assert len(third["text"]) == 10_000 and third["next_offset"] == 90_000
-    assert fourth["ok"] is False
-    assert fourth["error"]["kind"] == "budget_exhausted"
-    assert "read budget" in fourth["error"]["message"]
+        first = await client.fetch(report, s.pdf_url, extract="full")
+        pieces = [await client.fetch(report, s.pdf_url, extract="full", offset=40_000)]
+        while pieces[-1]["ok"] and len(pieces) < 20:
+            onward = pieces[-1]["next_offset"]
+            pieces.append(await client.fetch(report, s.pdf_url, extract="full", offset=onward))
+        used = int(await redis.hget(keys.budget(report), "read_chars") or 0)
+    *read, refused = pieces
+    # A whole piece first; then what the budget has left, each cut by it and saying so, each ending
+    # at a boundary (so a little short of its grant, which is given back), until nothing is left.
+    assert len(read[0]["text"]) > 36_000 and "read_budget_cut" not in read[0]
+    assert all(p["read_budget_cut"] is True for p in read[1:]) and len(read) >= 2
+    assert all(p["offset"] == q["next_offset"] for q, p in itertools.pairwise(read))
+    assert sum(len(p["text"]) for p in read) == used == 50_000
+    assert first["ok"] is True
+    assert refused["ok"] is False
+    assert refused["error"]["kind"] == "budget_exhausted"
+    assert "read budget" in refused["error"]["message"]
 
 
 async def test_a_continuation_whose_kept_document_is_gone_is_fetched_again_charged_and_says_so(

@@ -151,7 +151,11 @@ async def test_real_results_of_every_shape_validate_and_name_no_field_the_schema
     async def gone(request: web.Request) -> web.Response:
         return web.Response(status=404, text="no")
 
-    routes = {"/article": article, "/doc.pdf": pdf, "/gone": gone}
+    async def viewer(request: web.Request) -> web.Response:
+        body = '<html><body><main><p>The report.</p><iframe src="/doc.pdf"></iframe></main></body></html>'
+        return web.Response(text=body, content_type="text/html")
+
+    routes = {"/article": article, "/doc.pdf": pdf, "/gone": gone, "/viewer": viewer}
     async with (
         serve(routes, ca.server_context()) as server,
         fetching(fetch_settings(settings, ca), token, report) as h,
@@ -163,6 +167,8 @@ async def test_real_results_of_every_shape_validate_and_name_no_field_the_schema
             "pdf": await h.client.fetch(report, doc, format="text"),
             "piece": await h.client.fetch(report, page, "main", format="text", offset=300, max_chars=300),
             "find": await h.client.fetch(report, page, "main", format="markdown", find="tide came in"),
+            "pdf_find": await h.client.fetch(report, doc, format="text", find="a"),
+            "embedding": await h.client.fetch(report, server.url("/viewer")),
             "error": await h.client.fetch(report, server.url("/gone")),
         }
     searched = OkResult(
@@ -170,7 +176,9 @@ async def test_real_results_of_every_shape_validate_and_name_no_field_the_schema
         SearchFields("tides", ({"title": "t", "url": page, "snippet": "s"},), "searxng", None),
     )
     # The oracle for each shape: what the contract says that shape carries.
-    assert all(results[name]["ok"] for name in ("markdown", "text", "pdf", "piece", "find"))
+    assert all(results[name]["ok"] for name in ("markdown", "text", "pdf", "piece", "find", "pdf_find"))
+    assert all(match["page"] >= 1 for match in results["pdf_find"]["matches"])
+    assert results["embedding"]["documents"] == [doc]
     assert results["markdown"]["format"] == "markdown" and results["text"]["format"] == "text"
     assert results["pdf"]["pages"] == 2 and results["pdf"]["page_offsets"][0] == 0
     assert results["piece"]["offset"] == 300 and results["find"]["matches"]

@@ -156,10 +156,12 @@ SHAPES = {
     "metadata": lambda v: v is None or parse_metadata(v) is not None,  # tests/test_metadata_cache.py
     "sha256": lambda v: isinstance(v, str) and (v == "" or re.fullmatch("[0-9a-f]{64}", v) is not None),
     "archive_record": lambda v: v is None or parse_record_id(v) is not None,
+    "screenshot_record": lambda v: v is None or parse_record_id(v) is not None,
     "rendered": lambda v: isinstance(v, bool),
     "script_shell": lambda v: isinstance(v, bool),
     "ocr": lambda v: v is None or parse_ocr(v) is not None,  # tests/test_ocr_notes.py
     "refused": lambda v: v is None or parse_refused(v) is not None,
+    "documents": lambda v: isinstance(v, list) and all(isinstance(u, str) for u in v),
 }
 
 

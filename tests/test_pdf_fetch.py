@@ -244,10 +244,11 @@ async def test_a_pdf_of_ten_thousand_pages_is_read_whole_and_returned_a_piece_at
     result = await fetch_one(roomy, ca, token, report, many_pages_pdf(10_000))
     assert result["ok"] is True, result
     assert result["pages"] == result["pages_read"] == 10_000
-    assert len(result["text"]) == 40_000
+    # The first piece ends at the last paragraph break in its last tenth (a page's end here).
+    assert 36_000 <= len(result["text"]) <= 40_000 and result["text"].endswith("\n\n")
     assert result["truncated"] is False
     assert result["total_chars"] > 300_000
-    assert result["next_offset"] == 40_000
+    assert result["next_offset"] == len(result["text"])
     assert result["text"].startswith("Page 1.\nLorem ipsum dolor sit amet\n\nPage 2.\n")
     # The page map stops at its bound; each offset it gives is where that page's text starts.
     offsets = result["page_offsets"]

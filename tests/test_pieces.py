@@ -8,6 +8,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobs.reader import markdown_escape as escape
 from jobs.reader.pieces import MAX_MATCHES, SNIPPET_CHARS, find, fold, needle_of, piece
 
 # Text with the characters that make seams hard: combining marks, joiners, backslashes, astral
@@ -128,6 +129,107 @@ def test_a_snippet_holds_its_match_and_is_cut_at_word_boundaries() -> None:
     words = match.snippet.split()
     assert all(w.startswith(("word", "tail", "going", "concern")) and w[-1].isalnum() for w in words)
     assert words[0] in whole.split() and words[-1] in whole.split()
+
+
+# Prose: words, with sentence ends, commas and paragraph breaks between them (and no characters a
+# seam would back off from, so only the boundary rule moves a piece's end).
+PROSE = st.lists(
+    st.tuples(
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyz_*[]", min_size=1, max_size=25),
+        st.sampled_from([" ", " ", " ", ", ", ". ", "! ", "? ", "\n", "\n\n", ".\n\n"]),
+    ),
+    max_size=120,
+).map(lambda parts: "".join(word + gap for word, gap in parts))
+
+
+def _in_last_tenth(offset: int, size: int) -> range:
+    """The ends a piece ``[offset, offset + size)`` may take under the boundary rule."""
+    end = offset + size
+    return range(max(offset + 1, end - size // 10), end + 1)
+
+
+@given(PROSE, st.integers(20, 400), st.booleans())
+def test_a_piece_ends_at_the_best_boundary_in_its_last_tenth_and_the_pieces_still_join(
+    whole: str, size: int, markdown: bool
+) -> None:
+    assert "".join(pieces_of(whole, size, markdown=markdown)) == whole
+    offset = 0
+    while (p := piece(whole, offset, size, markdown=markdown)).next_offset is not None:
+        cut, window = p.next_offset, _in_last_tenth(offset, size)
+        paragraphs = [c for c in window if c - 2 >= offset and whole[c - 2 : c] == "\n\n"]
+        sentences = [
+            c for c in window if whole[c - 1].isspace() and whole[offset:c].rstrip()[-1:] in (".", "!", "?")
+        ]
+        words = [c for c in window if whole[c - 1].isspace() or whole[c].isspace()]
+        if paragraphs:
+            assert cut == max(paragraphs), (whole, offset, size, cut)
+        elif sentences:
+            assert cut in sentences, (whole, offset, size, cut)
+        elif words:
+            assert cut in words, (whole, offset, size, cut)
+        else:
+            assert cut == offset + size  # one word fills the whole tenth: cut at the size
+        offset = cut
+
+
+def test_a_piece_of_one_long_word_is_cut_at_its_size() -> None:
+    assert piece("x" * 100, 0, 40, markdown=False).next_offset == 40
+    # and a word boundary just past the tenth is not reached for
+    assert piece("x" * 50 + " " + "y" * 49, 0, 40, markdown=False).next_offset == 40
+
+
+# Strings a reader sees with Markdown's special characters in them, which the Markdown escapes.
+SPECIAL = st.text(alphabet="ab_*[]\\|`<>~&#-+=.!()%1 ", min_size=1, max_size=30).filter(lambda s: s.strip())
+NAMED = ["snake_case_name", "a*b*c", "[1]", "back\\slash", "100% | 50%"]
+
+
+def _unescape(markdown: str) -> str:
+    """What a CommonMark renderer shows of escaped prose: a backslash before ASCII punctuation goes."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+@given(st.lists(SPECIAL, min_size=1, max_size=6), st.integers(0, 5))
+def test_find_in_markdown_finds_what_a_reader_sees_and_maps_it_into_the_markdown(
+    lines: list[str], pick: int
+) -> None:
+    wanted = lines[pick % len(lines)]
+    markdown = "\n\n".join(escape.line(" ".join(line.split())) for line in lines)
+    needle = needle_of(wanted)
+    matches = find(markdown, needle, markdown=True)
+    assert matches, (markdown, wanted)
+    seen = fold(_unescape(markdown)).text
+    assert len(matches) == min(MAX_MATCHES, _count(seen, needle))
+    for match in matches:
+        # The match starts at a character of the Markdown (or the escape before it) and what a
+        # reader sees from there starts with the needle.
+        assert fold(_unescape(markdown[match.offset :])).text.startswith(needle), (markdown, match)
+
+
+def _count(text: str, needle: str) -> int:
+    count, at = 0, text.find(needle)
+    while at >= 0:
+        count += 1
+        at = text.find(needle, at + len(needle))
+    return count
+
+
+def test_the_named_strings_are_found_in_markdown_and_in_text_alike() -> None:
+    prose = "Use " + " then ".join(NAMED) + " and stop."
+    markdown = escape.line(prose)
+    assert [name for name in NAMED if name in markdown] == []  # each is escaped in the Markdown
+    for name in NAMED:
+        [in_markdown] = find(markdown, needle_of(name), markdown=True)
+        [in_text] = find(prose, needle_of(name))
+        assert _unescape(markdown[in_markdown.offset :]).startswith(name)
+        assert prose[in_text.offset :].startswith(name)
+
+
+def test_find_in_a_markdown_code_block_searches_its_text_as_written() -> None:
+    markdown = "Before\n\n```\nC:\\*.txt and a\\_b\n```\n\nAfter a\\_b"
+    [code] = find(markdown, needle_of("a\\_b"), markdown=True)
+    [prose] = find(markdown, needle_of("a_b"), markdown=True)
+    assert markdown[code.offset :].startswith("a\\_b\n```")
+    assert markdown[prose.offset :] == "a\\_b"
 
 
 # Find's folding with its answers written out, and a family whose oracle is the test's own build:

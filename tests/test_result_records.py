@@ -49,6 +49,7 @@ FETCH = HEAD | {
     "archive_record",
     "rendered",
     "script_shell",
+    "documents",
 }
 PIECE = {"format", "offset", "total_chars", "next_offset", "refetched"}
 SEARCH = HEAD | {"query", "results", "provider"}
@@ -78,6 +79,7 @@ pages = st.builds(
     archive_record=st.one_of(st.none(), st.builds(new_record_id)),
     rendered=st.booleans(),
     script_shell=st.booleans(),
+    documents=st.lists(text, max_size=3).map(tuple),
 )
 pieces = st.builds(
     TextPiece,
@@ -87,7 +89,11 @@ pieces = st.builds(
     total_chars=count,
     next_offset=st.one_of(st.none(), count),
     page_offsets=st.one_of(st.none(), st.lists(count, max_size=3).map(tuple)),
-    matches=st.one_of(st.none(), st.lists(st.builds(FoundMatch, count, text), max_size=3).map(tuple)),
+    matches=st.one_of(
+        st.none(),
+        st.lists(st.builds(FoundMatch, count, text, st.one_of(st.none(), count)), max_size=3).map(tuple),
+    ),
+    read_budget_cut=st.sampled_from([None, True]),
 )
 fetches = st.builds(
     OkResult,
@@ -136,6 +142,7 @@ def contract_keys(result: Result) -> set[str]:
         keys |= PIECE
         keys |= {"page_offsets"} if piece.page_offsets is not None else set()
         keys |= {"matches"} if piece.matches is not None else set()
+        keys |= {"read_budget_cut"} if piece.read_budget_cut is not None else set()
     return keys
 
 

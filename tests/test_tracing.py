@@ -24,12 +24,15 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import use_span
 
+from jobs.fetch.tool import FetchPageTool
 from tests.support.fake_dns import FakeResolver
 from tests.support.fake_openrouter import KEY, completion, fake_openrouter, url_citation
 from tests.support.fetching import fetch_settings, fetching
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support.tls import TestCA, serve
+from tests.support.workers import running_worker
 from tests.test_dashboard import get, serving, text_of
+from tests.test_mcp_stdio import stdio_session
 from tests.test_search import searching
 from worker.client import ClientError, ResearchClient, SyncResearchClient
 from worker.config import ConfigError, Secret, Settings
@@ -37,7 +40,7 @@ from worker.serialization import dumps
 from worker.state import keys
 from worker.state.redis_conn import connect
 from worker.tracing import phases
-from worker.tracing.context import current_traceparent, parse_traceparent
+from worker.tracing.context import TRACEPARENT, current_traceparent, parse_traceparent
 
 HEX = "0123456789abcdef"
 # The specification's grammar for version 00, written out independently of the parser under test.
@@ -451,3 +454,26 @@ async def test_a_search_is_a_span_with_its_provider_phase_and_no_query_text(
         assert span.attributes["research.results"] == 1
         everything = repr([(s.name, s.attributes, s.resource) for s in receiver.spans])
         assert "merger" not in everything and KEY not in everything
+
+
+async def test_an_mcp_call_carries_its_meta_traceparent_to_the_jobs_span(
+    settings: Settings, ca: TestCA, report: str
+) -> None:
+    async with otlp_receiver() as receiver, serve({"/": page}, ca.server_context()) as site:
+        traced = fetch_settings(
+            settings, ca, result_ttl_s=60, otel_traces_endpoint=receiver.url + "/v1/traces"
+        )
+        async with (
+            running_worker(traced, [FetchPageTool(FakeResolver({}))]),
+            stdio_session(
+                dataclasses.replace(traced, otel_traces_endpoint=None), "--report", report
+            ) as client,
+        ):
+            answer = await client.call_tool(
+                "fetch_page", {"url": site.url("/")}, meta={TRACEPARENT: EXPLICIT}
+            )
+            malformed = await client.call_tool(
+                "fetch_page", {"url": site.url("/")}, meta={TRACEPARENT: "junk"}
+            )
+        assert answer.is_error is False and malformed.is_error is False
+        await job_span_under(receiver, 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)

@@ -39,7 +39,7 @@ from worker.errors import InvalidRequest, ResearchError, Timeout
 from worker.guardian.domains import DomainListError, DomainPolicy
 from worker.limits import DEFAULT_EXTRACT, DEFAULT_MAX_RESULTS, FETCH_PAGE, WEB_SEARCH
 from worker.runtime.envelope import parse_report_id
-from worker.serialization import JsonObject, dumps
+from worker.serialization import JobArguments, JsonObject, dumps
 from worker.shapes import Shape, anthropic_blocks
 from worker.state import health, keys
 from worker.state.memory import is_out_of_memory
@@ -49,7 +49,7 @@ from worker.state.redis_conn import connect
 from worker.state.report_domains import ReportDomains
 from worker.state.result_records import About, ErrorResult, Head, as_json
 from worker.state.results import DONE_TTL_MS, ResultStore
-from worker.tool_calls import MODEL_TOOLS, ORCHESTRATOR_ARGUMENTS, model_arguments
+from worker.tool_calls import MODEL_TOOLS, check_call, model_arguments
 from worker.tracing.context import TRACEPARENT, current_traceparent, parse_traceparent
 
 # A blocking pop longer than this is split, so a dropped connection is noticed and retried.
@@ -203,7 +203,7 @@ class ResearchClient(Verifies):
         trace_parent: str | None = None,
     ) -> JsonObject:
         # The job clamps max_results (jobs/search.py); the client sends what it was given.
-        kwargs: dict[str, Any] = {"report_id": report_id, "query": query, "max_results": max_results}
+        kwargs: JobArguments = {"report_id": report_id, "query": query, "max_results": max_results}
         if org_id is not None:
             kwargs["org_id"] = org_id
         return await self._run(WEB_SEARCH, kwargs, self._new_job_id(), None, trace_parent)
@@ -226,7 +226,7 @@ class ResearchClient(Verifies):
         in ``format`` ("markdown" or "text"), read by a browser with ``render``; arguments left out
         take the job's defaults. The job joins the caller's trace: ``trace_parent`` (a W3C
         traceparent), else the current OpenTelemetry span's, when there is one."""
-        kwargs: dict[str, Any] = {"report_id": report_id, "url": url, "extract": extract}
+        kwargs: JobArguments = {"report_id": report_id, "url": url, "extract": extract}
         if fresh:
             kwargs["fresh"] = True
         if render:
@@ -276,10 +276,10 @@ class ResearchClient(Verifies):
         name: object,
         arguments: object,
         *,
+        shape: Literal["json"] = "json",
         report_id: str,
         org_id: str | None = None,
         wait_s: float | None = None,
-        shape: Literal["json"] = "json",
         trace_parent: str | None = None,
     ) -> str: ...
 
@@ -358,17 +358,11 @@ class ResearchClient(Verifies):
             given = model_arguments(arguments)
         except InvalidRequest as unreadable:
             return error_result(name, report, job_id, unreadable)
-        if ORCHESTRATOR_ARGUMENTS & given.keys():
-            named = (
-                "traceparent is"
-                if given.keys() & ORCHESTRATOR_ARGUMENTS == {TRACEPARENT}
-                else "report_id and org_id are"
-            )
-            forged = InvalidRequest(f"{named} set by the orchestrator, never by a tool call")
-            return error_result(name, report, job_id, forged, about_of(name, given))
+        if (refusal := check_call(name, given)) is not None:
+            return error_result(name, report, job_id, refusal, about_of(name, given))
         kwargs = {"report_id": report, **given}
-        if org_id is not None and name == WEB_SEARCH:
-            kwargs["org_id"] = org_id
+        if org_id is not None:
+            kwargs["org_id"] = org_id  # whose search key pays, and whose daily caps are charged
         return await self._run(name, kwargs, job_id, wait_s, trace_parent)
 
     async def run(
@@ -380,7 +374,7 @@ class ResearchClient(Verifies):
     async def _run(
         self,
         function: str,
-        kwargs: dict[str, Any],
+        kwargs: JobArguments,
         job_id: str,
         wait_s: float | None,
         trace_parent: str | None = None,

@@ -9,6 +9,9 @@ import orjson
 # A JSON document as Python holds it once read: what the faces hand their callers.
 JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
+# A job's keyword arguments as a caller or arq hands them: any JSON at all, which each tool's own
+# parser reads and refuses (so loosely typed here on purpose, and in this one place).
+JobArguments: TypeAlias = dict[str, Any]
 
 
 def _fallback(value: object) -> object:

@@ -1,8 +1,16 @@
 """What a model's tool call may carry: its tools, the arguments only the orchestrator sets, and the
-arguments read as the JSON object a job can carry (for the client, the MCP server and the CLI)."""
+arguments read as the JSON object a job can carry (for the client, the MCP server and the CLI).
+
+A call is also checked for its arguments' JSON types before anything is enqueued: the job reads
+them again and refuses what it cannot use (ranges, enums, URLs), but a wrong type is known from
+the call alone, so it costs no queue entry and no worker's time, and the answer is the same
+``invalid_request`` the job would give. The types come from the tools' own input schemas
+(``jobs.facts``, which imports no tool body), so the check and the listing never disagree.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, Final
@@ -11,6 +19,7 @@ import orjson
 
 from worker.errors import InvalidRequest
 from worker.limits import CITE, FETCH_PAGE, WEB_SEARCH
+from worker.serialization import JobArguments
 from worker.tracing.context import TRACEPARENT
 
 # The tools a model may call, and the arguments only the orchestrator may set: a tool call that
@@ -22,7 +31,7 @@ ORCHESTRATOR_ARGUMENTS: Final = frozenset({"report_id", "org_id", TRACEPARENT})
 MAX_ARGUMENTS_BYTES: Final = 65_536
 
 
-def model_arguments(arguments: object) -> dict[str, Any]:
+def model_arguments(arguments: object) -> JobArguments:
     """A model's tool arguments as a JSON object a job can carry, or ``InvalidRequest``.
 
     A dict is read as the JSON text it stands for, so a dict and its JSON text give the same job:
@@ -52,3 +61,76 @@ def model_arguments(arguments: object) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise InvalidRequest("the tool arguments must be a JSON object")
     return parsed
+
+
+JSON_TYPES: Mapping[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "boolean": (bool,),
+    "number": (int, float),
+}
+ARTICLE = {"string": "a string", "integer": "an integer", "boolean": "true or false", "number": "a number"}
+
+
+def check_call(name: str, arguments: object) -> InvalidRequest | None:
+    """Why a model's call to ``name`` is refused before anything is enqueued, or None."""
+    try:
+        given = model_arguments(arguments)
+    except InvalidRequest as refusal:
+        return refusal
+    if ORCHESTRATOR_ARGUMENTS & given.keys():
+        named = (
+            "traceparent is"
+            if given.keys() & ORCHESTRATOR_ARGUMENTS == {TRACEPARENT}
+            else "report_id and org_id are"
+        )
+        return InvalidRequest(f"{named} set by the orchestrator, never by a tool call")
+    try:
+        check_types(name, given)
+    except InvalidRequest as refusal:
+        return refusal
+    return None
+
+
+@functools.cache
+def declared_types() -> dict[str, dict[str, str]]:
+    """``{tool: {argument: JSON type}}`` from the tools' input schemas (every optional argument
+    listed, whatever the deployment turns on: its type does not depend on it)."""
+    from jobs.facts import tool_definitions
+    from worker.config import RenderMode, Settings
+
+    found: dict[str, dict[str, str]] = {}
+    for definition in tool_definitions(Settings(render=RenderMode.ON)):
+        schema = definition.get("input_schema")
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            continue
+        found[str(definition["name"])] = {
+            name: kind
+            for name, spec in properties.items()
+            if isinstance(spec, dict) and isinstance(kind := spec.get("type"), str)
+        }
+    return found
+
+
+def check_types(tool: str, arguments: Mapping[str, Any]) -> None:
+    """``InvalidRequest`` naming the first argument whose JSON type is not the schema's."""
+    for name, json_type in declared_types().get(tool, {}).items():
+        if name not in arguments or json_type not in JSON_TYPES:
+            continue
+        value = arguments[name]
+        # JSON has no boolean-as-integer: true is not an integer, 1 is not a boolean.
+        wrong = isinstance(value, bool) != (json_type == "boolean") or not isinstance(
+            value, JSON_TYPES[json_type]
+        )
+        if wrong:
+            raise InvalidRequest(f"{tool}: {name} must be {ARTICLE[json_type]}, not {json_name(value)}")
+
+
+def json_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "a string", int: "an integer", float: "a number", list: "an array", dict: "an object"}
+    return names.get(type(value), type(value).__name__)

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.cite.archived import ArchivedBody, ArchivedReport
-from jobs.reader.cpu_budget import CpuBudget
-from jobs.reader.document import build_document, cut_text
-from jobs.reader.formats import MARKDOWN, TEXT, page_offsets, whole_text_paced
+from jobs.fetch.page import in_both_formats
+from jobs.reader.document import build_document
+from jobs.reader.formats import MARKDOWN, TEXT
 from worker.errors import UnsupportedContentType
-from worker.limits import EXTRACT_MODES, MAX_DOCUMENT_CHARS, MAX_PAGE_OFFSETS
+from worker.limits import EXTRACT_MODES, MAX_DOCUMENT_CHARS
 from worker.state.pages.documents import Gone, Kept, KeptDocuments
 
 if TYPE_CHECKING:
-    from jobs.reader.document import Document
+    pass
 
 # The plain text first: a quote a reader copied is most likely exactly there (Markdown escapes).
 FORMATS = (TEXT, MARKDOWN)
@@ -165,35 +165,20 @@ class ReportTexts:
                 return []
             if document.pages is not None:
                 texts.stop()  # a PDF has no extract modes: one reading is all of it
+            # As a fetch keeps them: the text it read, and the other format from the same reading.
+            whole = await in_both_formats(document, self._cpu_budget_s)
             return [
                 Source(
-                    text=text,
+                    text=whole.texts[name],
                     format=name,
                     extract=extract,
-                    page_offsets=_offsets(document, name, len(text)),
+                    page_offsets=whole.offsets[name],
                     sha256=body.sha256,
                     archive_record=body.record,
                     fetched_at=body.fetched_at,
                     origin=ARCHIVE,
                 )
-                for name, text in (await _both_formats(document, self._cpu_budget_s)).items()
+                for name in FORMATS
             ]
 
         return read
-
-
-async def _both_formats(document: Document, cpu_budget_s: float) -> dict[str, str]:
-    """As a fetch keeps them: the text it read, and the other format rendered from the same reading."""
-    texts = {document.format: document.text}
-    budget = CpuBudget(cpu_budget_s)
-    for name in FORMATS:
-        if name not in texts:
-            texts[name] = cut_text(
-                await whole_text_paced(document.readable, name, budget), MAX_DOCUMENT_CHARS
-            )
-    return texts
-
-
-def _offsets(document: Document, name: str, length: int) -> tuple[int, ...] | None:
-    found = page_offsets(document.readable, name)
-    return None if found is None else tuple(at for at in found[:MAX_PAGE_OFFSETS] if at <= length)

@@ -27,6 +27,7 @@ from worker.archive.store import Store
 from worker.config import Settings
 from worker.limits import CITE, VERIFY_CITATIONS
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.pages.documents import KeptDocuments
 from worker.state.redis_conn import connect
 from worker.state.result_records import About, CitationCheck, OtherFields
@@ -100,7 +101,7 @@ class CiteTool(_Verifying):
     def about(self, arguments: Mapping[str, Any]) -> About | None:
         return url_about(arguments)
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> OtherFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> OtherFields:
         url = check_url_text(arguments.get("url"))
         quote = check_quote(arguments.get("quote"))
         return OtherFields(as_json(await self.checker(job).check(url, quote)))
@@ -113,7 +114,7 @@ class VerifyTool(_Verifying):
     def about(self, arguments: Mapping[str, Any]) -> About | None:
         return None
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> OtherFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> OtherFields:
         citations = parse_citations(arguments.get("citations"))
         checker = self.checker(job)
         loop = asyncio.get_running_loop()

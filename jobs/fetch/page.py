@@ -92,4 +92,5 @@ def page_of(target: Target, fetched: Fetched, document: Document, max_chars: int
         script_shell=document.script_shell,
         ocr=document.ocr,
         refused=document.refused,
+        documents=tuple(document.documents),
     )

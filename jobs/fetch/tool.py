@@ -18,7 +18,6 @@ import functools
 import hashlib
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
 from aiohttp.abc import AbstractResolver
 from redis.asyncio import Redis
@@ -39,7 +38,7 @@ from worker.archive.failed import keep_failed
 from worker.archive.service import SharedArchive
 from worker.archive.writer import DROPPED, Archive
 from worker.config import RenderMode, Settings
-from worker.errors import GuardianRefusal, InvalidRequest
+from worker.errors import GuardianRefusal, InvalidRequest, Timeout
 from worker.guardian.connector import guarded_session
 from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
@@ -49,6 +48,7 @@ from worker.limits import FETCH_PAGE
 from worker.logs import fields
 from worker.net.cache_control import may_store
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.budget import ReadBudget, Tool
 from worker.state.clock import RedisClock
 from worker.state.pages.cache import Fresh, PageCache
@@ -56,7 +56,7 @@ from worker.state.pages.documents import Kept, KeptDocuments
 from worker.state.pages.entry import Page
 from worker.state.politeness import Politeness
 from worker.state.redis_conn import connect
-from worker.state.report_domains import ReportDomains, report_domains
+from worker.state.report_domains import ReportDomains, deployment_policy, report_domains
 from worker.state.result_records import FetchFields
 from worker.tracing.phases import ARCHIVE, MENU_AND_BUDGET, REDUCE, phase
 
@@ -66,6 +66,9 @@ log = logging.getLogger("research.fetch")
 # Waits inside the job (for another job's fetch, for a host) end this long before the job's own
 # deadline, so the job ends with their message rather than the envelope's.
 DEADLINE_MARGIN_S = 0.5
+# How often a first fetch serves its page again when the kept document it reads from is shed under
+# it (each try after the first is fresh: it fetches, or joins a fetch in progress).
+READ_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,11 @@ class FetchPageTool(PageJob):
                 runtime.redis, limit=settings.read_budget_chars, window_s=settings.budget_window_s
             ),
             domains=report_domains(runtime.redis, settings),
-            robots=Robots(runtime.redis, session, policy, settings.user_agent) if settings.robots else None,
+            robots=Robots(
+                runtime.redis, session, policy, settings.user_agent, domains=deployment_policy(settings)
+            )
+            if settings.robots
+            else None,
             archive=self._archive.open(settings, runtime.redis, runtime.metrics),
             ocr=OcrService(runtime.redis, self._cache_redis or runtime.redis, settings),
         )
@@ -157,7 +164,7 @@ class FetchPageTool(PageJob):
         if self._cache_redis is not None:
             await self._cache_redis.aclose()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> FetchFields:
         """Validate, check the menu, charge, serve, read."""
         request = FetchRequest.parse(arguments, max_chars_limit=job.settings.fetch_max_chars)
         if request.render and job.settings.render is RenderMode.OFF:
@@ -176,14 +183,22 @@ class FetchPageTool(PageJob):
             if parts.robots is not None:
                 await parts.robots.check(target, job.deadline - DEADLINE_MARGIN_S)
             await job.charge(Tool.FETCH)
-            first = await self._serve(job, parts, request, target, domains, fresh=refetched)
-            # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
-            final_url = first.page.final_url
-            require_domain(domains, target if final_url == target.url else parse_https_url(final_url))
+            for attempt in range(READ_TRIES):
+                again = refetched or attempt > 0
+                first = await self._serve(job, parts, request, target, domains, fresh=again)
+                # A hop to the www twin is the same site, so no hop rule saw it: the final host is judged too.
+                final_url = first.page.final_url
+                require_domain(domains, target if final_url == target.url else parse_https_url(final_url))
+                try:
+                    return await self._read(job, parts, request, first, refetched)
+                except KeptGone:
+                    # The kept document this answer was read from was shed since its lookup (Redis
+                    # near full, or its time ran out): served again, fresh, within the one charge.
+                    log.info("a kept document went away while it was read", extra=fields(job_id=job.job_id))
+            raise Timeout("the page's text went away each time it was read; fetch it again")
         except GuardianRefusal as refusal:
             job.runtime.metrics.guardian_refusals.labels(refusal.reason.value).inc()
             raise
-        return await self._read(job, parts, request, first, refetched)
 
     async def _admit(
         self, job: JobContext, parts: _Parts, request: FetchRequest
@@ -202,10 +217,13 @@ class FetchPageTool(PageJob):
     ) -> FetchFields:
         """The piece (or the matches) asked for, from the page served; its links join the menu."""
         page = first.page
+        if page.documents:  # a render's too, which no fetch of this worker judged
+            page = replace(page, documents=admissible(page.documents, parts.fetcher.policy))
         if first.cached and page.archive_record is not None:
             parts.archive.cite(job.report_id, page.archive_record)  # the original fetch's record
-        if page.links:
-            await job.runtime.menu.record(job.report_id, page.links, already_canonical=True)
+        if page.links or page.documents:
+            # The documents it embeds join the menu with its links: the agent may fetch them next.
+            await job.runtime.menu.record(job.report_id, page.links + page.documents, already_canonical=True)
         text = await answer(
             first.source,
             request.format,
@@ -277,6 +295,9 @@ class FetchPageTool(PageJob):
         async def grant(wanted: int) -> int:
             return (await parts.reads.grant(job.report_id, job.job_id, wanted)).chars
 
+        async def settle(returned: int) -> None:
+            await parts.reads.settle(job.report_id, job.job_id, returned)
+
         source: Source = FromKept(parts.documents, kept)
         page = kept.page
         more = (
@@ -303,6 +324,7 @@ class FetchPageTool(PageJob):
             max_chars=request.max_chars,
             needle=request.find,
             grant=grant,
+            settle=settle,
         )
         if kept.page.archive_record is not None:
             parts.archive.cite(job.report_id, kept.page.archive_record)  # the first fetch's record
@@ -364,6 +386,20 @@ class FetchPageTool(PageJob):
         if self._parts is None:
             raise RuntimeError("fetch_page was not started by this worker")
         return self._parts
+
+
+def admissible(documents: tuple[str, ...], policy: AddressPolicy) -> tuple[str, ...]:
+    """The embedded documents the guardian could fetch: an IP literal its policy refuses (a
+    private, loopback or metadata address) is never offered, nor put on the menu. A name is
+    judged when it is fetched, as every link's is."""
+    kept = []
+    for url in documents:
+        try:
+            check_address(parse_https_url(url), policy)
+        except GuardianRefusal:
+            continue
+        kept.append(url)
+    return tuple(kept)
 
 
 def _rendered(page: Page, fmt: str) -> _First:

@@ -30,6 +30,7 @@ from jobs.reader.content_types import (
     sniff,
 )
 from jobs.reader.cpu_budget import SLICE_S, CpuBudget
+from jobs.reader.embedded import embedded_documents
 from jobs.reader.formats import TEXT, Readable, html_readable, whole_text, whole_text_paced
 from jobs.reader.hidden import InvisibleStripper
 from jobs.reader.html.reduce import Reducer, Reduction
@@ -40,7 +41,7 @@ from jobs.reader.metadata.pdf import pdf_metadata
 from jobs.reader.ocr.ask import OcrAsk
 from jobs.reader.pdf.reader import PdfText, first_line, read_pdf
 from jobs.reader.pdf.wire import Kind
-from jobs.reader.script_shell import is_script_shell
+from jobs.reader.script_shell import is_script_shell, shown_chars
 from worker.document_notes import OcrNote
 from worker.errors import UnsupportedContentType
 from worker.page_metadata import PageMetadata
@@ -73,6 +74,7 @@ class Document:
     metadata: PageMetadata | None = None  # HTML and PDFs: what the page declares about itself
     ocr: OcrNote | None = None  # scans and images: the pages OCR read
     refused: tuple[str, ...] | None = None  # office documents: the hazards found and not followed
+    documents: list[str] = field(default_factory=list)  # HTML: the PDFs it embeds (jobs.reader.embedded)
 
 
 def render_whole(document: Document, fmt: str) -> str:
@@ -181,13 +183,13 @@ async def build_document(
         format=format,
         readable=readable,
         metadata=metadata,
-        script_shell=is_script_shell(reduction.shell, readable_chars(reduction)),
+        documents=embedded_documents(reduction.embeds, reduction.base_href, url),
+        script_shell=is_script_shell(
+            reduction.shell,
+            shown_chars(reduction.blocks),
+            sum(len(block.text) for block in reduction.blocks),
+        ),
     )
-
-
-def readable_chars(reduction: Reduction) -> int:
-    """Characters of all the page's readable text (not only its main content), the title aside."""
-    return sum(len(block.text) for block in reduction.blocks)
 
 
 def reads_in_child(body: bytes, content_type: str | None) -> bool:

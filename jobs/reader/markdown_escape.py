@@ -69,3 +69,46 @@ def fence(code: str) -> str:
     block), and at least three long."""
     longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
     return "`" * max(3, longest + 1)
+
+
+# What a reader of the Markdown sees, for find: every backslash escape undone, outside code blocks
+# (whose text is as it is). Any ASCII punctuation may be escaped (CommonMark), not only what
+# ``inline`` escapes, since that is what a renderer undoes.
+_ESCAPED = re.compile(r"\\[!-/:-@\[-`{-~]")
+_FENCE_LINE = re.compile(r"^`{3,}$", re.MULTILINE)
+
+
+def unescaped(markdown: str) -> tuple[str, list[int]]:
+    """The Markdown as a reader sees its characters, and, in order, where in that text each
+    character an escape took its backslash from stands: a seen offset ``v`` is the Markdown's
+    offset ``v + bisect_right(escapes, v)``."""
+    parts: list[str] = []
+    escapes: list[int] = []
+    for start, end, code in _regions(markdown):
+        if code:
+            parts.append(markdown[start:end])
+            continue
+        at = start
+        for match in _ESCAPED.finditer(markdown, start, end):
+            parts.append(markdown[at : match.start()])
+            escapes.append(match.start() - len(escapes))
+            at = match.start() + 1
+        parts.append(markdown[at:end])
+    return "".join(parts), escapes
+
+
+def _regions(markdown: str) -> list[tuple[int, int, bool]]:
+    """The Markdown cut into prose and fenced code, ``(start, end, is_code)``: a fence line opens a
+    block that a fence line at least as long closes (the writer's own fences, ``fence``)."""
+    regions: list[tuple[int, int, bool]] = []
+    at = 0
+    opened: re.Match[str] | None = None
+    for line in _FENCE_LINE.finditer(markdown):
+        if opened is None:
+            regions.append((at, line.start(), False))
+            opened, at = line, line.start()
+        elif len(line.group()) >= len(opened.group()):
+            regions.append((at, line.end(), True))
+            opened, at = None, line.end()
+    regions.append((at, len(markdown), opened is not None))
+    return regions

@@ -1,8 +1,10 @@
 """A long document read in pieces, and searched: offsets into its whole text, never a regex.
 
 A piece is the characters ``[offset, next_offset)`` of the whole text (characters are Unicode code
-points, as Python and JSON count them), so the pieces joined in order are the whole. A piece may
-end a little before ``max_chars`` so it never ends between a letter and its combining marks, inside
+points, as Python and JSON count them), so the pieces joined in order are the whole. A piece that
+stops short of the whole ends at a paragraph break, a sentence's end or a word boundary when one
+lies in its last tenth (in that order of preference), so no piece ends mid-word when it need not.
+It may also end a little earlier so it never ends between a letter and its combining marks, inside
 a Markdown escape (a backslash whose escaped character would start the next piece), or between the
 two halves of a lone surrogate pair; ``next_offset`` says where the next piece starts.
 
@@ -18,10 +20,16 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from jobs.reader.markdown_escape import unescaped
+
 # How far a piece's end may back off to avoid a seam; past this, a run of combining marks (an
 # attack on renderers, not writing) is cut like anything else.
 MAX_BACKOFF = 32
 SNIPPET_CHARS = 300
+# A piece that stops short of the whole ends at a boundary found in its last 1/BOUNDARY_SHARE.
+BOUNDARY_SHARE = 10
+# A sentence's end: its stop (not a Markdown escape's), any closing quotes or brackets, then a space.
+_SENTENCE_END = re.compile(r"(?<!\\)[.!?][\"'\u2019\u201d)\]]*\s+")
 MAX_MATCHES = 20
 _SPACES = re.compile(r"\s+")
 
@@ -43,8 +51,30 @@ def piece(whole: str, offset: int, max_chars: int, *, markdown: bool) -> Piece:
     """The piece of ``whole`` that starts at ``offset`` (0 <= offset <= len(whole))."""
     end = min(len(whole), offset + max_chars)
     if end < len(whole):
-        end = _seam(whole, offset, end, markdown=markdown)
+        end = _seam(whole, offset, boundary(whole, offset, end), markdown=markdown)
     return Piece(whole[offset:end], offset, end if end < len(whole) else None)
+
+
+def boundary(whole: str, start: int, end: int) -> int:
+    """Where a piece ``[start, end)`` that stops short of the whole should end: after the last
+    paragraph break in its last tenth, else after the last sentence's end there, else at the last
+    word boundary there, else at ``end`` (a word longer than a tenth of the piece is cut)."""
+    floor = max(start + 1, end - (end - start) // BOUNDARY_SHARE)
+    if floor >= end:
+        return end
+    if (at := whole.rfind("\n\n", max(start, floor - 2), end)) >= 0 and at + 2 >= floor:
+        return at + 2
+    last = None
+    for last in _SENTENCE_END.finditer(whole, floor - 1, end):  # noqa: B007  # the last one
+        pass
+    if last is not None and last.end() >= floor:
+        return last.end()
+    if whole[end].isspace() or whole[end - 1].isspace():
+        return end
+    for at in range(end - 1, floor - 2, -1):
+        if whole[at].isspace():
+            return at + 1
+    return end
 
 
 def _seam(whole: str, start: int, end: int, *, markdown: bool) -> int:
@@ -153,14 +183,25 @@ def needle_of(find: str) -> str:
     return fold(find).text.strip(" ")
 
 
-def find(whole: str, needle: str, folded: Folded | None = None) -> list[Match]:
-    """Up to MAX_MATCHES non-overlapping matches of the folded ``needle``, in document order."""
-    folded = folded or fold(whole)
+def find(whole: str, needle: str, *, markdown: bool = False) -> list[Match]:
+    """Up to MAX_MATCHES non-overlapping matches of the folded ``needle``, in document order.
+
+    In Markdown the search runs over what a reader sees (``markdown_escape.unescaped``: every
+    backslash escape undone, so ``snake_case`` is found in ``snake\\_case``), and each match is
+    mapped back into the Markdown: it starts at the escape of its first character, when it has one,
+    so ``whole[offset:end]`` is the match as the Markdown writes it."""
+    seen, escapes = unescaped(whole) if markdown else (whole, [])
+    folded = fold(seen)
+
+    def in_whole(at: int) -> int:
+        return at + bisect.bisect_right(escapes, at)
+
     matches: list[Match] = []
     at = folded.text.find(needle)
     while at >= 0 and len(matches) < MAX_MATCHES:
-        start = folded.source_offset(at)
-        end = folded.source_offset(at + len(needle) - 1) + 1
+        first = folded.source_offset(at)
+        start = in_whole(first - 1) + 1 if first > 0 else 0
+        end = in_whole(folded.source_offset(at + len(needle) - 1)) + 1
         matches.append(Match(start, snippet(whole, start, end)))
         at = folded.text.find(needle, at + len(needle))
     return matches

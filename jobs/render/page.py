@@ -6,8 +6,9 @@ guardian, the URL menu and the fetch's redirect rules (every hop judged), and th
 those bytes for the final URL. Everything the page then asks for goes through the browser's route
 table here, then the proxy:
 
-- a second navigation of the page itself (meta refresh, ``location = ...``, a form POST, a link)
-  is refused: the page read is the one the fetch judged, not one its scripts chose;
+- a navigation of the page itself while it loads (meta refresh, ``location = ...``, a form's
+  submit) is followed a few times, each judged first (navigation.py), so the page is read where it
+  sends a reader; past the bound, or refused, it is answered "204 No Content" and the page stays;
 - any request that is not https (``http:``, ``ws:``, ``ftp:``, ``file:``, ``chrome:``) is refused
   before it is made; the proxy would refuse it as well;
 - popups are closed as they open (``--block-new-web-contents`` stops most before that);
@@ -17,9 +18,8 @@ table here, then the proxy:
   traffic (sign-in, updates), which no flag quite silences, goes nowhere.
 
 The page gets until its ``load`` (bounded), then a short quiet period for the requests its scripts
-start, then its DOM is read: elements whose computed style is ``display: none`` and text whose
-computed visibility is not ``visible`` are removed and their characters counted, and the HTML is
-serialized, cut at the byte cap.
+start, then its DOM is read: what its computed style and layout hide from a reader is removed and
+its characters counted (visible.py), and the HTML is serialized, cut at the byte cap.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING
 
 from jobs.render import screenshot
 from jobs.render.browser import BrowserLauncher, Limits, Watch
+from jobs.render.navigation import MAX_NAVIGATIONS, REFRESH_DELAY, REFRESH_WAIT_S, Navigations
 from jobs.render.pool import Browsers
+from jobs.render.visible import READ_DOM
 from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
 from worker.guardian.egress_proxy import EgressBounds, EgressLog
 from worker.guardian.urls import parse_https_url
@@ -49,45 +51,9 @@ READ_RESERVE_S = 1.5
 LATE_S = 0.5  # an error this close to the deadline is the deadline's
 QUIET_MAX_S = 2.0
 READ_S = 3.0
+MAX_REREADS = 2  # reads a navigation may interrupt
+REFUSED_QUIET_S = 0.5  # after a refused navigation, for the requests the page's scripts still make
 HTTPS = "https:"
-# Ours, run in the page once it settled: drop what the computed style hides (counting its
-# characters), then serialize, cut at the cap in characters (the bytes are cut again after).
-READ_DOM = """
-(cap) => {
-  const skip = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "HEAD", "TITLE", "META", "LINK", "BASE"]);
-  let hidden = 0;
-  const drop = [];
-  const walk = (element) => {
-    for (const child of Array.from(element.children)) {
-      if (skip.has(child.tagName)) continue;
-      if (getComputedStyle(child).display === "none") {
-        hidden += (child.textContent || "").replace(/\\s+/g, "").length;
-        drop.push(child);
-        continue;
-      }
-      walk(child);
-    }
-  };
-  if (document.body) walk(document.body);
-  for (const element of drop) element.remove();
-  if (document.body) {
-    const texts = [];
-    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-    while (walker.nextNode()) texts.push(walker.currentNode);
-    for (const text of texts) {
-      const parent = text.parentElement;
-      if (!parent || skip.has(parent.tagName)) continue;
-      if (getComputedStyle(parent).visibility !== "visible") {
-        hidden += text.data.replace(/\\s+/g, "").length;
-        text.remove();
-      }
-    }
-  }
-  const doctype = document.doctype ? "<!DOCTYPE html>" : "";
-  const html = doctype + document.documentElement.outerHTML;
-  return [html.length > cap ? html.slice(0, cap) : html, hidden, html.length > cap];
-}
-"""
 
 
 @dataclass(frozen=True)
@@ -122,6 +88,8 @@ class PageRenderer:
         resolver: AbstractResolver | None = None,
         browsers: Browsers | None = None,
     ) -> None:
+        self._policy = policy
+        self._resolver = resolver
         # The browsers launched ahead (jobs/render/pool.py), or one launched per render.
         self._browsers = browsers or Browsers(playwright, launcher, policy, resolver)
 
@@ -143,10 +111,14 @@ class PageRenderer:
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
                     page.on("crash", lambda _: refused.append("crash"))
-                    router = _Router(page, body, content_type, refused, held.asked)
+                    moves = Navigations(self._policy, self._resolver, bounds.ports)
+                    page.on("load", lambda _: moves.on_load())
+                    router = _Router(page, body, content_type, refused, held.asked, moves)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
-                    html, hidden, cut, settled, shot = await self._load_and_read(page, url, bounds, deadline)
+                    html, hidden, cut, settled, shot = await self._load_and_read(
+                        page, url, bounds, deadline, moves
+                    )
                 egress_log = held.proxy.log  # its final counts, once the browser is gone
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
@@ -187,49 +159,108 @@ class PageRenderer:
         )
 
     async def _load_and_read(
-        self, page: Page, url: str, bounds: RenderBounds, deadline: float
+        self, page: Page, url: str, bounds: RenderBounds, deadline: float, moves: Navigations
     ) -> tuple[str, int, bool, bool, bytes | None]:
         """Load, wait for quiet, take the screenshot, read; every wait within what is left before
-        ``deadline`` (loop time), keeping enough for the read."""
+        ``deadline`` (loop time), keeping enough for the read. A navigation the page makes of
+        itself is followed and the page read where it ends (a read its navigation interrupted is
+        made again there)."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
             return max(0.2, deadline - loop.time() - keep)
 
-        settled = True
+        committed, waited_refresh = True, False
         try:
-            await page.goto(url, wait_until="load", timeout=left(READ_RESERVE_S) * 1000)
+            # To its commit only: Playwright's wait for "load" would outlast a load that a
+            # refused navigation (answered 204) left it unsure of; the page's own load events
+            # are counted instead (``moves``).
+            await page.goto(url, wait_until="commit", timeout=left(READ_RESERVE_S) * 1000)
         except Exception:
-            # A page that never finishes loading is read as far as it got; a crashed one fails
-            # the read below.
-            settled = False
-            with contextlib.suppress(Exception):  # at least the document itself, if time allows
-                await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
-        if settled:
-            # The requests its scripts start after load (the app's data): until none was in
-            # flight for 500 ms, or the bound.
-            with contextlib.suppress(Exception):
-                await page.wait_for_load_state(
-                    "networkidle", timeout=min(QUIET_MAX_S, left(READ_RESERVE_S)) * 1000
+            committed = False  # a crashed renderer fails the read below
+        for _ in range(MAX_NAVIGATIONS + 2 + MAX_REREADS):
+            settled = committed
+            if committed and moves.pending:
+                settled = await moves.until_loaded(left(READ_RESERVE_S))
+            if not settled:
+                # A page that never finishes loading is read as far as it got; one that stayed
+                # after a refused navigation once its document is parsed and quiet a moment.
+                if committed and moves.refused:
+                    # Playwright's own load states stay unsure after a refused navigation: the
+                    # document's readiness is asked instead.
+                    settled = await _until_parsed(page, left(READ_RESERVE_S))
+                    await asyncio.sleep(min(REFUSED_QUIET_S, left(READ_RESERVE_S)))
+                else:
+                    with contextlib.suppress(Exception):  # at least the document, if time allows
+                        await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
+            else:
+                # The requests its scripts start after load (the app's data): until none was in
+                # flight for 500 ms, or the bound.
+                with contextlib.suppress(Exception):
+                    await page.wait_for_load_state(
+                        "networkidle", timeout=min(QUIET_MAX_S, left(READ_RESERVE_S)) * 1000
+                    )
+                if not moves.pending and not waited_refresh:
+                    waited_refresh = True
+                    await _wait_for_refresh(page, moves, left(READ_RESERVE_S + READ_S))
+                if moves.pending:
+                    continue  # it navigated again while quiet: read the page it went to
+            shot = await screenshot.take(page, left(READ_RESERVE_S) - 0.2)
+            # A page whose scripts hold its main thread forever never answers: the read has its own bound.
+            try:
+                html, hidden, cut = await asyncio.wait_for(
+                    page.evaluate(READ_DOM, bounds.dom_bytes), min(READ_S, left(0.1))
                 )
-        shot = await screenshot.take(page, left(READ_RESERVE_S) - 0.2)
-        # A page whose scripts hold its main thread forever never answers: the read has its own bound.
-        try:
-            html, hidden, cut = await asyncio.wait_for(
-                page.evaluate(READ_DOM, bounds.dom_bytes), min(READ_S, left(0.1))
-            )
-        except TimeoutError:
-            raise Timeout("the page's scripts did not let it be read (its main thread stayed busy)") from None
-        return str(html), int(hidden), bool(cut), settled, shot
+            except TimeoutError:
+                raise Timeout(
+                    "the page's scripts did not let it be read (its main thread stayed busy)"
+                ) from None
+            except Exception:
+                if not moves.followed or loop.time() >= deadline - READ_RESERVE_S:
+                    raise
+                continue  # the page left under the read (a navigation): read where it went
+            if page.url.startswith("chrome-error:"):
+                raise UnsupportedContentType(
+                    f"the page navigated itself to {moves.followed[-1]}, which could not be loaded"
+                )
+            return str(html), int(hidden), bool(cut), settled, shot
+        raise Timeout("the page kept navigating itself and could not be read")
+
+
+async def _until_parsed(page: Page, seconds: float) -> bool:
+    """Until the document is parsed (its readyState past "loading"), or ``seconds``; whether it was."""
+    end = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < end:
+        with contextlib.suppress(Exception):
+            state = await asyncio.wait_for(page.evaluate("document.readyState"), 1.0)
+            if state != "loading":
+                return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def _wait_for_refresh(page: Page, moves: Navigations, seconds: float) -> None:
+    """A meta refresh due soon after load: wait until it is due (and its page loading)."""
+    with contextlib.suppress(Exception):
+        delay = await asyncio.wait_for(page.evaluate(REFRESH_DELAY), 1.0)
+        if isinstance(delay, int | float) and 0 < delay <= REFRESH_WAIT_S:
+            await asyncio.sleep(min(float(delay) + 0.3, seconds))
 
 
 class _Router:
     """The browser-side rules for every request the page makes, before the proxy sees it."""
 
     def __init__(
-        self, page: Page, body: bytes, content_type: str, refused: list[str], asked: set[tuple[str, int]]
+        self,
+        page: Page,
+        body: bytes,
+        content_type: str,
+        refused: list[str],
+        asked: set[tuple[str, int]],
+        moves: Navigations,
     ) -> None:
         self._page = page
+        self._moves = moves
         self._asked = asked
         self._body = body
         self._content_type = content_type
@@ -245,9 +276,15 @@ class _Router:
                         status=200, headers={"content-type": self._content_type}, body=self._body
                     )
                     return
+                if await self._moves.admit(request.url, request.method, self._page.url) and self._ask(
+                    request.url
+                ):
+                    await route.continue_()  # through the proxy, which judges its tunnel again
+                    return
                 # Answered "204 No Content": the browser keeps the page it has. (An aborted
                 # navigation would replace it with an error page.)
                 self._refused.append("navigation")
+                self._moves.on_refused()
                 await route.fulfill(status=204, body=b"")
                 return
             if not self._ask(request.url):

@@ -47,6 +47,7 @@ from worker.guardian.urls import check_url
 from worker.limits import EXTRACT_MODES, MAX_URL_LENGTH
 from worker.logs import fields
 from worker.runtime.context import JobContext, Runtime
+from worker.serialization import JobArguments
 from worker.state.result_records import RENDER_PAGE, FetchFields
 
 log = logging.getLogger("research.render")
@@ -104,7 +105,7 @@ class RenderPageTool(PageJob):
         if self._playwright is not None:
             await self._playwright.stop()
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> FetchFields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> FetchFields:
         url, extract, deadline_at = _parse(arguments)
         fmt = text_format(arguments.get("format", TEXT))
         if self._renderer is None or self._fetcher is None or self._archive is None:

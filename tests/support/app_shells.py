@@ -100,6 +100,81 @@ SHELLS: dict[str, str] = {
         '<div id="app" data-mount><p>Loading…</p></div><script type="module" src="/index.js"></script>'
         "</body></html>"
     ),
+    "flutter-web": (
+        '<!DOCTYPE html><html><head><base href="/"><meta charset="UTF-8"><title>flutter_app</title>'
+        '<link rel="manifest" href="manifest.json"></head>'
+        '<body><script src="flutter_bootstrap.js" async></script></body></html>'
+    ),
+    "flutter-web-booted": (
+        "<!DOCTYPE html><html><head><title>app</title></head><body>"
+        '<flt-glass-pane data-mount></flt-glass-pane><script src="main.dart.js"></script></body></html>'
+    ),
+    "blazor-wasm": (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>BlazorApp</title>'
+        '<base href="/"><link href="css/app.css" rel="stylesheet"></head><body>'
+        '<div id="app" data-mount><svg class="loading-progress"><circle r="40%" cx="50%" cy="50%"/></svg>'
+        '<div class="loading-progress-text"></div></div>'
+        '<div id="blazor-error-ui">An unhandled error has occurred. <a href="" class="reload">Reload</a>'
+        ' <a class="dismiss">\U0001f5d9</a></div>'
+        '<script src="_framework/blazor.webassembly.js"></script></body></html>'
+    ),
+    "blazor-app-element": (
+        "<!DOCTYPE html><html><head><title>Blazor</title></head><body>"
+        "<app data-mount>Loading...</app>"
+        '<div id="blazor-error-ui">An unhandled error has occurred. <a href="" class="reload">Reload</a>'
+        ' <a class="dismiss">\U0001f5d9</a></div>'
+        '<script src="_framework/blazor.webassembly.js"></script></body></html>'
+    ),
+    "elm-make": (
+        '<!DOCTYPE HTML><html><head><meta charset="UTF-8"><title>Main</title>'
+        "<style>body { padding: 0; margin: 0; }</style></head><body>"
+        '<pre id="elm" data-mount></pre><script>try { var app = Elm.Main.init({ node: '
+        'document.getElementById("elm") }); } catch (e) { }</script></body></html>'
+    ),
+    "elm-bundle": (
+        '<!DOCTYPE html><html><head><title>Elm</title><script src="/elm.js"></script></head>'
+        "<body><main data-mount></main><script>Elm.Main.init({node: document.querySelector('main')})"
+        "</script></body></html>"
+    ),
+    "custom-element-root": (
+        '<!doctype html><html><head><title>App</title><script type="module" src="/src/my-app.js">'
+        "</script></head><body><my-app data-mount></my-app></body></html>"
+    ),
+    "react-with-chrome": (
+        '<!doctype html><html><head><title>Shop</title><script type="module" src="/assets/index.js">'
+        "</script></head><body><header><nav><a href=/>Home</a> <a href=/products>Products</a> "
+        "<a href=/pricing>Pricing</a> <a href=/about>About us</a> <a href=/contact>Contact</a></nav>"
+        '</header><div id="root" data-mount></div>'
+        '<div class="cookie-notice"><p>We use cookies to improve your experience on our site and to '
+        "show you relevant advertising. By continuing you agree to our use of cookies.</p>"
+        "<button>Accept all</button> <button>Manage preferences</button></div>"
+        "<footer><p>\u00a9 2026 Example Shop Ltd. All rights reserved.</p><a href=/privacy>Privacy</a> "
+        "<a href=/terms>Terms of service</a> <a href=/imprint>Imprint</a></footer></body></html>"
+    ),
+}
+
+# Short real pages: a mount id and a script, but a sentence of their own (60 characters and more).
+SHORT_SENTENCES = (
+    "We are closed until Monday; call 555-0100 for anything urgent.",
+    "This offer ended on 3 March. Thank you to everyone who took part.",
+    "The meeting moved to room 204 on the second floor, at 10:30 sharp.",
+    "Our office relocated to 18 Harbour Street, Leith, from 1 June 2026 on.",
+    "Registration for the spring course is full; the autumn course opens in May.",
+    "The library catalogue is offline for maintenance until 6 pm on Sunday evening.",
+)
+SHORT_PAGES: dict[str, str] = {
+    f"short-{n}-{len(sentence)}": (
+        f"<!doctype html><html><head><title>Notice</title><script src='/{kind}.js'></script></head>"
+        f"<body><div id='{mount}'><h1>Notice</h1><p>{sentence}</p></div></body></html>"
+    )
+    for n, (sentence, mount, kind) in enumerate(
+        zip(
+            SHORT_SENTENCES,
+            ["root", "app", "__next", "root", "app", "elm"],
+            ["app", "main", "analytics", "a", "b", "c"],
+            strict=True,
+        )
+    )
 }
 
 # Short pages that are not shells: a script, little text, but nothing a framework mounts on.
@@ -117,6 +192,17 @@ NOT_SHELLS: dict[str, str] = {
         + "<p>The company reported revenue growth across all of its segments this year. </p>" * 8
         + '</article></div><script id="__NEXT_DATA__" type="application/json">{}</script>'
         '<script src="/_next/main.js"></script></body></html>'
+    ),
+    **SHORT_PAGES,
+    "short-custom-element": (
+        "<!doctype html><html><head><script type=module src=/x-card.js></script></head><body>"
+        "<x-card><p>Tickets for the Saturday concert are sold out; returns go on sale at noon.</p>"
+        "</x-card></body></html>"
+    ),
+    "react-short-notice": (
+        "<!doctype html><html><head><script type=module src=/assets/index.js></script></head><body>"
+        "<nav><a href=/>Home</a></nav><div id=root><p>This service is paused for maintenance until "
+        "Tuesday morning.</p></div><footer>Example Ltd</footer></body></html>"
     ),
 }
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import uvicorn
@@ -35,13 +36,16 @@ def write_tokens(path: Path, tokens: dict[str, str]) -> Path:
 class McpHttp:
     url: str  # http://127.0.0.1:PORT/mcp
 
-    def client(self, token: str | None = TOKEN, **headers: str) -> Client:
-        """The SDK's own client over streamable HTTP, sending ``token`` and any other headers."""
+    def client(
+        self, token: str | None = TOKEN, *, options: dict[str, Any] | None = None, **headers: str
+    ) -> Client:
+        """The SDK's own client over streamable HTTP, sending ``token`` and any other headers;
+        ``options`` are the client's own (an ``elicitation_callback``, say)."""
         sent = dict(headers)
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
         http = httpx2.AsyncClient(headers=sent, timeout=httpx2.Timeout(30.0, read=60.0))
-        return Client(streamable_http_client(self.url, http_client=http))
+        return Client(streamable_http_client(self.url, http_client=http), **(options or {}))
 
     def raw(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(timeout=10.0)

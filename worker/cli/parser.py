@@ -186,10 +186,15 @@ def _report_commands(command: AddCommand) -> None:
     budget = command(
         "budget",
         "print a report's budget counters, menu size and spend as JSON",
-        "  research-worker budget r-1",
+        "  research-worker budget r-1\n  research-worker budget --org acme",
         "reports:cmd_budget",
     )
-    budget.add_argument("report_id", metavar="ID", help="the report")
+    budget.add_argument("report_id", metavar="ID", nargs="?", help="the report")
+    budget.add_argument(
+        "--org",
+        metavar="ORG",
+        help="an organization's counters for today (UTC), in place of a report's (default: none)",
+    )
 
     archive = command(
         "archive",

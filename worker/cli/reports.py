@@ -1,4 +1,5 @@
-"""``budget`` and ``archive``: what a report has used, and the evidence its results cite."""
+"""``budget`` and ``archive``: what a report (or an organization today) has used, and the evidence its
+results cite."""
 
 from __future__ import annotations
 
@@ -15,13 +16,30 @@ from worker.cli import common
 from worker.cli.common import REACH_S, locate, print_json, reach
 from worker.cli.exits import Exit, UsageError, say
 from worker.config import Settings
-from worker.state.budget import Budgets, OcrBudget, ReadBudget
+from worker.state.budget import Budgets, OcrBudget, ReadBudget, org_today
 from worker.state.menu import Menu
 from worker.state.spend import report_spend
 
 
 def cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
+    if args.org is not None:
+        if args.report_id is not None:
+            raise UsageError("give a report ID or --org ORG, not both")
+        return asyncio.run(_org_budget(settings, common.report_id(args.org, "ORG")))
+    if args.report_id is None:
+        raise UsageError("give a report ID, or --org ORG for an organization's day")
     return asyncio.run(_budget(settings, common.report_id(args.report_id, "ID")))
+
+
+async def _org_budget(settings: Settings, org_id: str) -> int:
+    """An organization's counters for today (``RESEARCH_ORG_DAILY_*``)."""
+    settings, found = locate(settings)
+    redis = await reach(found, settings, REACH_S)
+    try:
+        print_json(await org_today(redis, settings, org_id))
+    finally:
+        await redis.aclose()
+    return Exit.OK
 
 
 async def _budget(settings: Settings, report_id: str) -> int:

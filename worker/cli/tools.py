@@ -12,6 +12,7 @@ from worker.cli.exits import Exit, say
 from worker.config import Settings
 from worker.guardian.decide import decide
 from worker.guardian.policy import AddressPolicy
+from worker.state.report_domains import deployment_policy
 
 
 def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
@@ -20,7 +21,8 @@ def cmd_check_url(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:
         say(f"--resolves-to: {exc}")
         return Exit.USAGE
-    verdict = asyncio.run(decide(args.url, AddressPolicy(settings.guardian_allow_cidrs), addresses))
+    policy = AddressPolicy(settings.guardian_allow_cidrs)
+    verdict = asyncio.run(decide(args.url, policy, addresses, domains=deployment_policy(settings)))
     print_json(verdict)
     return Exit.OK if verdict["verdict"] == "allow" else Exit.REFUSED
 

@@ -19,6 +19,7 @@ from worker.config.values import (
     RenderMode,
     SearchProvider,
     Secret,
+    UserUrls,
 )
 from worker.redact import redact_url
 
@@ -33,6 +34,7 @@ __all__ = [
     "SearchProvider",
     "Secret",
     "Settings",
+    "UserUrls",
     "default_worker_id",
     "load_org_keys",
     "numeric_settings",

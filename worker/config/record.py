@@ -14,6 +14,7 @@ from worker.config.files import default_archive, load_org_keys, readable_file
 from worker.config.validators import (
     allowed_model,
     archive_target,
+    daily_cap,
     engine,
     header_value,
     http_url,
@@ -29,6 +30,7 @@ from worker.config.validators import (
     redis_url,
     render_mode,
     user_password,
+    user_urls,
 )
 from worker.config.values import (
     DEFAULT_BASE_URL,
@@ -52,6 +54,7 @@ from worker.config.values import (
     RenderMode,
     SearchProvider,
     Secret,
+    UserUrls,
 )
 from worker.state.redis_conn import RedisTarget
 
@@ -130,6 +133,11 @@ class Settings:
     ocr: bool = True
     ocr_languages: str = "eng"
     ocr_budget_pages: int = 200  # pages OCR may read per report (its budget window)
+    # A URL the MCP user names that the session has not seen (worker/mcp/consent.py).
+    mcp_user_urls: UserUrls = UserUrls.ASK
+    # Per organization and UTC day (worker/state/budget.py); None: no limit.
+    org_daily_searches: int | None = None
+    org_daily_fetches: int | None = None
 
     @property
     def job_timeout_s(self) -> float:
@@ -263,6 +271,9 @@ class Settings:
             mcp_origins=e.parse("RESEARCH_MCP_ORIGINS", (), origins),
             mcp_rate_per_minute=e.integer("RESEARCH_MCP_RATE_PER_MIN", cls.mcp_rate_per_minute, minimum=1),
             mcp_max_body_bytes=e.integer("RESEARCH_MCP_MAX_BODY_BYTES", cls.mcp_max_body_bytes, minimum=1024),
+            mcp_user_urls=e.parse("RESEARCH_MCP_USER_URLS", cls.mcp_user_urls, user_urls),
+            org_daily_searches=e.parse("RESEARCH_ORG_DAILY_SEARCHES", None, daily_cap),
+            org_daily_fetches=e.parse("RESEARCH_ORG_DAILY_FETCHES", None, daily_cap),
         )
         settings.check_search()
         if settings.embedded and settings.redis_url is not None:

@@ -16,10 +16,9 @@ from worker.config.values import (
     ArchiveBucket,
     ArchiveDirectory,
     ArchiveTarget,
-    ConfigError,
     RenderMode,
     SearchProvider,
-    Secret,
+    UserUrls,
 )
 from worker.guardian.domains import parse_domain_list
 from worker.guardian.policy import AddressPolicy
@@ -90,6 +89,24 @@ def render_mode(raw: str) -> RenderMode:
         raise ValueError(f"{raw!r} must be off, on or auto") from None
 
 
+def user_urls(raw: str) -> UserUrls:
+    try:
+        return UserUrls(raw.lower())
+    except ValueError:
+        raise ValueError(f"{raw!r} must be ask, allow or never") from None
+
+
+def daily_cap(raw: str) -> int:
+    """A per-organization daily cap: a whole number from 1 (unset means no limit)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= defaults.MAX_COUNT:
+        raise ValueError(f"{raw!r} must be 1..{defaults.MAX_COUNT} (unset it for no limit)")
+    return value
+
+
 def engine(raw: str) -> str:
     if raw.lower() not in SEARCH_ENGINES:
         raise ValueError(f"{raw!r} is not a search engine ({', '.join(sorted(SEARCH_ENGINES))})")
@@ -124,11 +141,11 @@ def port(raw: str) -> int:
     return value
 
 
-def user_password(raw: str) -> tuple[str, Secret]:
+def user_password(raw: str) -> tuple[str, defaults.Secret]:
     user, sep, password = raw.partition(":")
     if not sep or not user or not password:
         raise ValueError("must be 'user:password' with both parts non-empty")
-    return user, Secret(password)
+    return user, defaults.Secret(password)
 
 
 def http_url(raw: str) -> str:
@@ -170,7 +187,7 @@ def redis_target(url: str | None) -> RedisTarget:
     try:
         return parse_redis_url(url or defaults.DEFAULT_REDIS_URL)
     except ValueError as exc:  # settings built in code (the client's arguments) skip read()
-        raise ConfigError(f"REDIS_URL: {exc}") from None
+        raise defaults.ConfigError(f"REDIS_URL: {exc}") from None
 
 
 def otel_traces_endpoint(e: Env) -> str | None:

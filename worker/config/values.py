@@ -55,6 +55,14 @@ class RenderMode(StrEnum):
     AUTO = "auto"  # also render, unasked, a page whose static text is a script shell
 
 
+class UserUrls(StrEnum):
+    """RESEARCH_MCP_USER_URLS: a URL an MCP user names that the session has not seen."""
+
+    ASK = "ask"  # ask the user through MCP elicitation
+    ALLOW = "allow"  # one user on their own machine: every URL the model names
+    NEVER = "never"  # the menu stays strict
+
+
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"

@@ -23,9 +23,10 @@ from worker.config import Settings
 from worker.dashboard.archive import ArchiveRow, read_archive, read_lost_total
 from worker.dashboard.backoffs import BackoffRow, read_backoffs
 from worker.dashboard.history import History, read_history
+from worker.dashboard.org_caps import OrgCapRow, near_caps
 from worker.runtime import fingerprint
 from worker.runtime.claims import parse_lease
-from worker.serialization import dumps, loads
+from worker.serialization import JobArguments, dumps, loads
 from worker.state import activity, budget, health, keys, menu
 from worker.state.redis_conn import redis_settings
 from worker.state.spend import org_days
@@ -121,8 +122,8 @@ class RecentRow:
     target: str
     message: str | None
     status: int | None
-    cached: bool | None
     provider: str | None
+    cached: bool | None
     at: float | None
     age_s: float | None
     duration_ms: float | None
@@ -165,6 +166,7 @@ class Snapshot:
     recent: list[RecentRow] = field(default_factory=list)
     budgets: list[BudgetRow] = field(default_factory=list)
     spend: list[SpendRow] = field(default_factory=list)
+    org_caps: list[OrgCapRow] = field(default_factory=list)  # organizations near a daily cap
     history: History | None = None
     # None: the hosts backing off could not be listed (see ``backoffs``).
     backoffs: list[BackoffRow] | None = None
@@ -207,6 +209,9 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
     spend, complete = await spend_rows(redis)
     if not complete:
         partial.append("spend")
+    near, complete = await near_caps(redis, settings, now)
+    if not complete:
+        partial.append("org_caps")
     return Snapshot(
         generated_at=now,
         queue=queue,
@@ -216,6 +221,7 @@ async def collect(redis: ArqRedis, settings: Settings, now: float | None = None)
         recent=recent,
         budgets=budgets,
         spend=spend,
+        org_caps=near[:MAX_ROWS],
         history=await read_history(redis, settings.queue_name, now),
         backoffs=await read_backoffs(redis, settings.queue_name, now),
         archive=await read_archive(redis, settings.queue_name, now),
@@ -450,7 +456,7 @@ def _job_row(
     job_id: str, payload: dict[str, Any], tries: int | None, now: float, running: float | None
 ) -> JobRow:
     raw_kwargs = payload.get("k")
-    kwargs: dict[str, Any] = raw_kwargs if isinstance(raw_kwargs, dict) else {}
+    kwargs: JobArguments = raw_kwargs if isinstance(raw_kwargs, dict) else {}
     enqueued_ms = decode.number(payload.get("et"))
     target = kwargs.get("url") or kwargs.get("query") or ""
     return JobRow(

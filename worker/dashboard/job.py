@@ -18,7 +18,7 @@ import worker.dashboard.decode as decode
 from worker.archive.ids import parse_record_id
 from worker.dashboard.data import PhaseRow, RecentRow
 from worker.limits import REPORT_ID
-from worker.serialization import JsonObject
+from worker.serialization import JobArguments, JsonObject
 from worker.state import keys
 from worker.state.result_records import outcome, parse_object
 
@@ -134,7 +134,7 @@ class _About:
     @classmethod
     def of(cls, result: JsonObject | None, job: dict[str, Any], line: RecentRow | None) -> _About:
         raw_kwargs = job.get("k")
-        kwargs: dict[str, Any] = raw_kwargs if isinstance(raw_kwargs, dict) else {}
+        kwargs: JobArguments = raw_kwargs if isinstance(raw_kwargs, dict) else {}
         if result is not None:
             error = result.get("error")
             return cls(

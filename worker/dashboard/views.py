@@ -46,6 +46,7 @@ def index_context(snap: Snapshot, filters: Filters) -> dict[str, object]:
         "waiting": [row for row in snap.waiting if filters.matches(row)],
         "budgets": [row for row in snap.budgets if filters.report in (None, row.report_id)],
         "spend": snap.spend,
+        "org_caps": snap.org_caps,
         "partial": snap.partial,
         "max_rows": MAX_ROWS,
         "recent_limit": activity.RECENT_LIMIT,

@@ -1,8 +1,8 @@
 """The guardian's verdict on one URL without connecting: what ``check-url`` prints.
 
-It runs the same checks the connector runs on every hop, in the same order: the raw URL checks
-and the address policy on an IP literal (urls.check_url), then, for a name, the resolver's rule
-(every answer judged, one denied answer refuses the name).
+It runs the same checks a fetch runs on every hop, in the same order: the raw URL checks and the
+address policy on an IP literal (urls.check_url), the deployment's domain lists, then, for a name,
+the resolver's rule (every answer judged, one denied answer refuses the name).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any, NotRequired, TypedDict
 from aiohttp.abc import AbstractResolver
 from aiohttp.resolver import ThreadedResolver
 
-from worker.errors import GuardianRefusal, ResearchError
+from worker.errors import DomainNotAllowed, GuardianRefusal, ResearchError
 from worker.guardian.connector import GuardedResolver
+from worker.guardian.domains import DomainPolicy
 from worker.guardian.policy import AddressPolicy
 from worker.guardian.urls import check_url
 from worker.guardian.verdict import IPAddress
@@ -37,9 +38,14 @@ async def decide(
     policy: AddressPolicy,
     resolves_to: Sequence[IPAddress] = (),
     resolver: AbstractResolver | None = None,
+    domains: DomainPolicy | None = None,
 ) -> Decision:
     try:
         target = check_url(raw_url, policy)
+        # The domain lists come next, before DNS, as in a fetch: a refused host is never resolved.
+        refusal = domains.refusal(target.host) if domains is not None else None
+        if refusal is not None:
+            raise DomainNotAllowed(f"{refusal}, so this deployment does not fetch from it")
         if target.address is not None:
             verdict = policy.classify(target.address)
             addresses = [str(target.address)]

@@ -4,12 +4,15 @@ Every request to the app passes the gate first, in this order:
 
 1. ``Origin``: a request a browser sends from a page not on ``RESEARCH_MCP_ORIGINS`` is 403. A web
    page could otherwise reach a server on 127.0.0.1 through DNS rebinding and spend its budgets.
-   Clients that are not browsers send no Origin and pass. (The SDK also checks ``Host`` when the
-   server is bound to loopback, which is the other half of the same defence.)
-2. ``Authorization: Bearer TOKEN`` with a token of ``RESEARCH_MCP_TOKENS_FILE``: else 401.
-3. A per-token rate limit (``RESEARCH_MCP_RATE_PER_MIN``, a token bucket): else 429 with
+   Clients that are not browsers send no Origin and pass.
+2. ``Host``, on a server bound to loopback: one of its loopback names (its own address among
+   them), else 421, the other half of the same defence (a rebinding page's Host is its own name).
+3. ``Authorization: Bearer TOKEN`` with a token of ``RESEARCH_MCP_TOKENS_FILE``: else 401. The
+   file is read again when it changes (``tokens.LiveTokens``), so a removed token is refused, in
+   open sessions too, within seconds.
+4. A per-token rate limit (``RESEARCH_MCP_RATE_PER_MIN``, a token bucket): else 429 with
    ``Retry-After``.
-4. The protocol era: a 2026-07-28 request (one self-contained POST, no session) is answered
+5. The protocol era: a 2026-07-28 request (one self-contained POST, no session) is answered
    "unsupported version" naming the handshake versions, so a client falls back to a session.
    Each MCP session is one report; a request without a session would have no report.
 
@@ -43,7 +46,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from worker.client import ResearchClient
 from worker.config import Settings
-from worker.mcp.tokens import Caller, Tokens
+from worker.mcp.consent import UserUrlPolicy
+from worker.mcp.tokens import Caller, LiveTokens, Tokens
 from worker.mcp.tools import PROGRESS_EVERY_S, Billing, BillingOf, build_server
 from worker.net.serving import is_loopback
 
@@ -77,8 +81,16 @@ class RateLimiter:
 class Gate:
     """The checks every HTTP request passes before the MCP app sees it (the module docstring)."""
 
-    def __init__(self, app: ASGIApp, tokens: Tokens, origins: tuple[str, ...], limiter: RateLimiter) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: Tokens | LiveTokens,
+        origins: tuple[str, ...],
+        limiter: RateLimiter,
+        hosts: tuple[str, ...] | None = None,
+    ) -> None:
         self.app = app
+        self.hosts = hosts
         self.tokens = tokens
         self.origins = frozenset(origins)
         self.limiter = limiter
@@ -103,6 +115,9 @@ class Gate:
         origin = headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.origins:
             return _refusal(403, "this Origin is not allowed (RESEARCH_MCP_ORIGINS)")
+        if self.hosts is not None and not host_allowed(headers.get("host"), self.hosts):
+            # Before the token: a rebinding page never learns whether the server wants one.
+            return _refusal(421, "this server answers only to its own loopback names (Host)")
         scheme, _, token = headers.get("authorization", "").partition(" ")
         caller = self.tokens.caller(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if caller is None:
@@ -154,13 +169,35 @@ def session_billing(report_prefix: str = REPORT_PREFIX) -> BillingOf:
     return billing
 
 
+def loopback_names(host: str) -> tuple[str, ...] | None:
+    """The ``Host`` names a server bound to loopback answers (its own address among them), or
+    None when it is bound elsewhere and the operator's proxy decides which names reach it."""
+    if not is_loopback(host):
+        return None
+    bare = host.strip("[]").lower()
+    own = f"[{bare}]" if ":" in bare else bare
+    return tuple(dict.fromkeys((own, "127.0.0.1", "localhost", "[::1]")))
+
+
+def host_allowed(header: str | None, names: tuple[str, ...]) -> bool:
+    """``Host`` is one of ``names``, with or without a port."""
+    if not header:
+        return False
+    value = header.strip().lower()
+    if value.startswith("["):
+        name = value[: value.find("]") + 1] if "]" in value else value
+    else:
+        name = value.rpartition(":")[0] if ":" in value else value
+    return name in names
+
+
 def transport_security(host: str, origins: tuple[str, ...]) -> TransportSecuritySettings:
     """The SDK's Host check where it is meaningful: a server bound to loopback answers only to
     loopback names (a rebinding page's Host is its own name). Bound elsewhere, the operator's
     proxy decides which names reach it."""
-    if not is_loopback(host):
+    names = loopback_names(host)
+    if names is None:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    names = ["127.0.0.1", "localhost", "[::1]"]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[*names, *(f"{name}:*" for name in names)],
@@ -172,7 +209,7 @@ def build_app(
     settings: Settings,
     listing: list[dict[str, Any]],
     client: ResearchClient,
-    tokens: Tokens,
+    tokens: Tokens | LiveTokens,
     *,
     host: str,
     version: str,
@@ -180,11 +217,19 @@ def build_app(
     report_prefix: str = REPORT_PREFIX,
 ) -> ASGIApp:
     billing = session_billing(report_prefix)
-    server = build_server(listing, client, billing, version=version, progress_every_s=progress_every_s)
+    server = build_server(
+        listing,
+        client,
+        billing,
+        version=version,
+        user_urls=UserUrlPolicy.of(settings),
+        progress_every_s=progress_every_s,
+    )
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=transport_security(host, settings.mcp_origins),
         host=host,
         max_request_body_size=settings.mcp_max_body_bytes,
     )
-    return Gate(app, tokens, settings.mcp_origins, RateLimiter(settings.mcp_rate_per_minute))
+    limiter = RateLimiter(settings.mcp_rate_per_minute)
+    return Gate(app, tokens, settings.mcp_origins, limiter, loopback_names(host))

@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import re
 import stat
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,3 +97,60 @@ def load_tokens(path: str | None) -> Tokens:
             extra=fields(path=path),
         )
     return Tokens(tuple(entries))
+
+
+# How often a request may look at the tokens file again: a removed token is refused within this
+# (and the contract's 5 s) of the file changing, in open sessions too, since every request of a
+# session passes the gate.
+RECHECK_S = 1.0
+
+
+class LiveTokens:
+    """The tokens file, read again when it changes (its size, time or inode), no restart needed.
+
+    A request looks at the file at most once a ``RECHECK_S``: one ``stat``. A file that turns
+    unreadable or invalid fails closed: every token is refused, and the error logged, until the
+    file is good again (a file written in place may be seen half-written for a moment; an
+    operator who writes a new file and renames it over the old one never hits that).
+    """
+
+    def __init__(self, path: str, tokens: Tokens, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._tokens: Tokens | None = tokens
+        self._clock = clock
+        self._seen = _signature(path)
+        self._checked = clock()
+
+    def caller(self, token: str) -> Caller | None:
+        self.refresh()
+        return self._tokens.caller(token) if self._tokens is not None else None
+
+    def refresh(self) -> None:
+        now = self._clock()
+        if now - self._checked < RECHECK_S:
+            return
+        self._checked = now
+        signature = _signature(self.path)
+        if signature == self._seen:
+            return
+        self._seen = signature
+        try:
+            self._tokens = load_tokens(self.path)
+        except ConfigError as exc:
+            self._tokens = None
+            log.error(
+                "the MCP tokens file changed and cannot be read: every token is refused",
+                extra=fields(error=str(exc)),
+            )
+            return
+        log.info(
+            "the MCP tokens file changed; tokens read again", extra=fields(tokens=len(self._tokens.entries))
+        )
+
+
+def _signature(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

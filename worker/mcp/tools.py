@@ -27,8 +27,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from redis.exceptions import RedisError
 
-from worker.client import ResearchClient
+from worker.client import NoWorkerRunning, ResearchClient
+from worker.limits import FETCH_PAGE
+from worker.mcp.consent import UserUrlPolicy
+from worker.mcp.waiting import no_worker, worker_or_error
 from worker.serialization import JsonObject, dumps
+from worker.tool_calls import MODEL_TOOLS, check_call
+from worker.tracing.context import TRACEPARENT, parse_traceparent
 
 PROGRESS_EVERY_S = 2.0
 
@@ -56,6 +61,7 @@ def build_server(
     billing_of: BillingOf,
     *,
     version: str,
+    user_urls: UserUrlPolicy,
     progress_every_s: float = PROGRESS_EVERY_S,
 ) -> Server[Any]:
     tools = [types.Tool.model_validate(tool) for tool in listing]
@@ -67,16 +73,26 @@ def build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         billing = billing_of(ctx)
-        work = client.call_result(
-            params.name,
-            params.arguments if params.arguments is not None else {},
-            report_id=billing.report_id,
-            org_id=billing.org_id,
-        )
+        arguments = params.arguments if params.arguments is not None else {}
         try:
+            early = await _before_enqueue(ctx, client, user_urls, billing, params, progress_every_s)
+            if isinstance(early, types.InputRequiredResult):
+                return early
+            if early is not None:
+                return tool_result(early)
+            work = client.call_result(
+                params.name,
+                arguments,
+                report_id=billing.report_id,
+                org_id=billing.org_id,
+                trace_parent=trace_parent_of(params),
+            )
             result = await _reporting_progress(ctx, work, params.name, progress_every_s)
+        except NoWorkerRunning:
+            # The last worker went away between the wait and the enqueue: the same answer.
+            return tool_result(no_worker(client, params.name, dict(arguments), billing.report_id))
         except (RedisError, OSError) as exc:
             # Not the tool's failure but the server's: a protocol error the host shows as such.
             raise MCPError(
@@ -93,6 +109,37 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+async def _before_enqueue(
+    ctx: ServerRequestContext[Any, Any],
+    client: ResearchClient,
+    user_urls: UserUrlPolicy,
+    billing: Billing,
+    params: types.CallToolRequestParams,
+    every_s: float,
+) -> JsonObject | types.InputRequiredResult | None:
+    """What a call may meet before its job is enqueued: no worker yet, or a URL the user must
+    allow. A result here ends the call; None lets it go on. Bad arguments are left to
+    ``call_result``, which refuses them before anything else (no question about a call that
+    would be refused anyway)."""
+    name, arguments = params.name, dict(params.arguments or {})
+    if name not in MODEL_TOOLS or check_call(name, arguments) is not None:
+        return None
+    if client.require_worker:
+        waited = await worker_or_error(ctx, client, name, arguments, billing.report_id, every_s=every_s)
+        if waited is not None:
+            return waited
+    if name == FETCH_PAGE:
+        return await user_urls.admit(ctx, client, billing.report_id, arguments, params.input_responses)
+    return None
+
+
+def trace_parent_of(params: types.CallToolRequestParams) -> str | None:
+    """The caller's W3C trace context from the request's ``_meta.traceparent``; a malformed one is
+    ignored (the job starts a trace of its own), never the call's failure."""
+    meta = params.meta if isinstance(params.meta, dict) else {}
+    return parse_traceparent(meta.get(TRACEPARENT))
 
 
 def tool_result(result: JsonObject) -> types.CallToolResult:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from worker.errors import BudgetExhausted
-from worker.state.budget import Tool
+from worker.state.budget import Tool, utc_day_of_ms
 from worker.tracing.export import Tracing
 from worker.tracing.phases import MENU_AND_BUDGET, phase
 
@@ -56,6 +56,7 @@ class JobContext:
     deadline: float  # event-loop time by which the job's result must be ready
     # The trace context a job this one hands work to carries (this job's span, or its caller's).
     traceparent: str | None = None
+    org_id: str | None = None  # the organization the orchestrator (or an MCP token) named
 
     @property
     def settings(self) -> Settings:
@@ -64,8 +65,17 @@ class JobContext:
     async def charge(self, tool: Tool) -> None:
         """Charge the report once for this job id; a re-run of the same job is not charged again."""
         with phase(MENU_AND_BUDGET):
-            charge = await self.runtime.budgets.charge(self.report_id, tool, self.job_id)
+            org = None
+            if self.org_id is not None:
+                # Redis's clock names the day, so every worker starts the organization's day together.
+                org = (self.org_id, utc_day_of_ms(await self.runtime.clock.now_ms()))
+            charge = await self.runtime.budgets.charge(self.report_id, tool, self.job_id, org)
         if not charge.allowed:
             self.runtime.metrics.budget_refusals.labels(tool.value).inc()
             noun = {Tool.SEARCH: "searches", Tool.FETCH: "fetches", Tool.RENDER: "renders"}[tool]
+            if charge.by_org:
+                raise BudgetExhausted(
+                    f"organization {self.org_id} has used all {charge.org_limit} {noun} of its daily "
+                    "budget; it renews at 00:00 UTC"
+                )
             raise BudgetExhausted(f"report {self.report_id} has used all {charge.limit} {noun} of its budget")

@@ -31,7 +31,7 @@ from worker.errors import InternalError, InvalidRequest, MissingReportId, Resear
 from worker.limits import REPORT_ID
 from worker.logs import bind, bound, fields
 from worker.runtime.context import ArqContext, JobContext, Runtime
-from worker.serialization import JsonObject
+from worker.serialization import JobArguments, JsonObject
 from worker.state.activity import JobRun
 from worker.state.memory import relieving
 from worker.state.queue import Finish
@@ -85,7 +85,7 @@ class ToolJob(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Fields: ...
+    async def run(self, job: JobContext, arguments: JobArguments) -> Fields: ...
 
 
 class Finishing(Protocol):
@@ -102,7 +102,7 @@ FINISHING = "finishing"
 
 
 # A tool outside the contract (tests, benchmarks) hands back its own JSON object.
-ToolBody = Callable[[JobContext, dict[str, Any]], Awaitable[JsonObject]]
+ToolBody = Callable[[JobContext, JobArguments], Awaitable[JsonObject]]
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class FunctionTool:
     async def stop(self) -> None:
         return None
 
-    async def run(self, job: JobContext, arguments: dict[str, Any]) -> Fields:
+    async def run(self, job: JobContext, arguments: JobArguments) -> Fields:
         return OtherFields(dict(await self.body(job, arguments)))
 
 
@@ -142,7 +142,7 @@ def parse_report_id(value: object) -> str:
     return value
 
 
-def bind_arguments(tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def bind_arguments(tool: ToolJob, args: tuple[Any, ...], kwargs: JobArguments) -> JobArguments:
     names = ("report_id", *tool.params)
     if len(args) > len(names):
         raise InvalidRequest(f"{tool.name} takes at most {len(names)} arguments, got {len(args)}")
@@ -154,7 +154,19 @@ def bind_arguments(tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any])
     return bound
 
 
-def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
+def parse_org_id(tool: ToolJob, arguments: JobArguments) -> str | None:
+    """The organization the job is charged to, for its daily caps: the orchestrator's ``org_id``,
+    which any tool's job may carry (a tool that does not take it as an argument loses it here)."""
+    value = arguments.get("org_id") if "org_id" in tool.params else arguments.pop("org_id", None)
+    if value is None:
+        return None
+    # The org id becomes part of Redis keys, so it keeps the report id's rules.
+    if not isinstance(value, str) or not REPORT_ID.fullmatch(value):
+        raise InvalidRequest("org_id must be 1-200 letters, digits and the characters - _ . :")
+    return value
+
+
+def check_known(tool: ToolJob, arguments: JobArguments) -> None:
     unknown = sorted(set(arguments) - set(tool.params))
     if unknown:
         shown = ", ".join(repr(name[:40]) for name in unknown[:5])
@@ -165,13 +177,13 @@ def check_known(tool: ToolJob, arguments: dict[str, Any]) -> None:
         )
 
 
-async def run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Result:
+async def run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: JobArguments) -> Result:
     # Every line logged while the job runs, by any module, names the job (``worker.logs.bound``).
     with bound(job_id=ctx["job_id"], tool=tool.name, job_try=ctx.get("job_try", 1)):
         return await _run_tool(ctx, tool, args, kwargs)
 
 
-async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Result:
+async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwargs: JobArguments) -> Result:
     runtime: Runtime = ctx["runtime"]
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
@@ -204,6 +216,7 @@ async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwarg
             bind(**(about or {}))
             report_id = parse_report_id(arguments.pop("report_id", None))
             bind(report_id=report_id)
+            org_id = parse_org_id(tool, arguments)
             check_known(tool, arguments)
             job = JobContext(
                 runtime,
@@ -213,6 +226,7 @@ async def _run_tool(ctx: ArqContext, tool: ToolJob, args: tuple[Any, ...], kwarg
                 report_id,
                 deadline,
                 traceparent=span.traceparent() if span is not None else caller_trace,
+                org_id=org_id,
             )
             try:
                 async with asyncio.timeout_at(deadline):

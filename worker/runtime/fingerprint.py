@@ -79,6 +79,9 @@ def values_of(settings: Settings) -> dict[str, str]:
         "OPENROUTER_BASE_URL": redact_url(settings.openrouter_base_url),
         "OPENROUTER_API_KEY": SET if settings.openrouter_api_key else UNSET,
         "RESEARCH_ORG_KEYS_FILE": ",".join(sorted(settings.org_keys)),  # the org ids, never a key
+        # Each worker charges the organization's day with its own caps: they must agree.
+        "RESEARCH_ORG_DAILY_SEARCHES": settings.org_daily_searches or "",
+        "RESEARCH_ORG_DAILY_FETCHES": settings.org_daily_fetches or "",
     }
     return {name: str(value) for name, value in shown.items()}
 

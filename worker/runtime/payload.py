@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.errors import InvalidRequest, MissingReportId
-from worker.serialization import loads
+from worker.serialization import JobArguments, loads
 
 # datetime's range: arq turns the enqueue time into a datetime, which ends with the year 9999.
 MAX_ENQUEUE_MS = 253_402_300_799_000
@@ -31,7 +31,7 @@ class JobPayload:
 
     function: str
     args: list[Any]
-    kwargs: dict[str, Any]
+    kwargs: JobArguments
 
 
 class MalformedJob(InvalidRequest):

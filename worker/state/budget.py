@@ -18,6 +18,7 @@ Redis refuses for memory is tried again after the page cache has given some back
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, cast
@@ -37,49 +38,87 @@ class Tool(StrEnum):
     RENDER = "render"  # charged besides the fetch a render also is (RESEARCH_RENDER_BUDGET)
 
 
-# KEYS[1]: the report's budget hash. ARGV: tool, limit, window seconds, job id.
-# Returns {allowed (0/1), used after the call, already charged (0/1)}. The job's mark goes first
-# (HSETNX: a job charged before finds it and is not charged again), then the charge, taken back
-# at once when it went past the limit: three commands for a charge that is allowed. The window
-# starts with the report's first charge and is never extended: the expiry is looked at only when
-# this tool's counter starts (a counter above one was counted under a hash that had its expiry).
+# KEYS[1]: the report's budget hash; KEYS[2], when given, its organization's hash for today.
+# ARGV: tool, limit, window seconds, job id, the organization's daily limit ('' for none), the
+# organization hash's time to live.
+# Returns {allowed (0/1), used after the call, already charged (0/1), refused by the org (0/1),
+# the org's count after the call}. The job's mark goes first (HSETNX: a job charged before finds it
+# and is not charged again), then the charge, taken back at once when it went past the limit:
+# three commands for a charge that is allowed. The organization's day is charged in the same
+# script, so neither counter is ever charged without the other; the job's mark names the org's
+# hash ('org:' field) so a refund gives back both. The report's window starts with its first
+# charge and is never extended: the expiry is looked at only when this tool's counter starts.
 CHARGE_SCRIPT = """
 local marker = 'job:' .. ARGV[4]
 if redis.call('HSETNX', KEYS[1], marker, ARGV[1]) == 0 then
-  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0'), 1}
+  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0'), 1, 0, 0}
 end
 local used = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 local allowed = 1
+local by_org = 0
+local org_used = 0
 if used > tonumber(ARGV[2]) then
+  allowed = 0
+elseif #KEYS > 1 then
+  org_used = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+  if ARGV[5] ~= '' and org_used > tonumber(ARGV[5]) then
+    redis.call('HINCRBY', KEYS[2], ARGV[1], -1)
+    org_used = org_used - 1
+    allowed = 0
+    by_org = 1
+  else
+    redis.call('HSET', KEYS[1], 'org:' .. ARGV[4], KEYS[2])
+  end
+  if redis.call('TTL', KEYS[2]) < 0 then
+    redis.call('EXPIRE', KEYS[2], ARGV[6])
+  end
+end
+if allowed == 0 then
   redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
   redis.call('HDEL', KEYS[1], marker)
   used = used - 1
-  allowed = 0
 end
 if used <= 1 and redis.call('TTL', KEYS[1]) < 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
 end
-return {allowed, used, 0}
+return {allowed, used, 0, by_org, org_used}
 """
 
 # KEYS[1]: the report's budget hash. ARGV[1]: job id. Returns how many charges were given back.
 # A job holds up to two charges: its own (marker 'job:<id>') and, for a render, the render's
 # (marker 'job:<id>:render', see ``Budgets.charge``); a result that could not be stored gives
-# back both. Each marker goes first: a deletion, so Redis runs the script even at its memory limit.
+# back both, and the organization's day the job's own charge named ('org:<id>'; Redis on one
+# node: a script may touch it). Each marker goes first: a deletion, so Redis runs the script even
+# at its memory limit.
 REFUND_SCRIPT = """
 local given = 0
-for _, marker in ipairs({'job:' .. ARGV[1], 'job:' .. ARGV[1] .. ':render'}) do
+local org = redis.call('HGET', KEYS[1], 'org:' .. ARGV[1])
+redis.call('HDEL', KEYS[1], 'org:' .. ARGV[1])
+for i, marker in ipairs({'job:' .. ARGV[1], 'job:' .. ARGV[1] .. ':render'}) do
   local tool = redis.call('HGET', KEYS[1], marker)
   if tool then
     redis.call('HDEL', KEYS[1], marker)
     if tonumber(redis.call('HGET', KEYS[1], tool) or '0') > 0 then
       redis.call('HINCRBY', KEYS[1], tool, -1)
     end
+    if i == 1 and org and tonumber(redis.call('HGET', org, tool) or '0') > 0 then
+      redis.call('HINCRBY', org, tool, -1)
+    end
     given = given + 1
   end
 end
 return given
 """
+
+# An organization's day is kept past its end, for ``research-worker budget --org`` and the dashboard.
+ORG_DAY_TTL_S = 3 * 86_400
+# The tools an organization's day counts (a render is a fetch's second charge, not a job of its own).
+ORG_TOOLS: tuple[str, ...] = ("search", "fetch")
+
+
+def utc_day_of_ms(ms: int) -> str:
+    """The UTC day (YYYY-MM-DD) of a time in milliseconds: the organization's day it is charged to."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d")
 
 
 @dataclass(frozen=True)
@@ -88,6 +127,8 @@ class Charge:
     used: int
     limit: int
     already_charged: bool
+    by_org: bool = False  # refused by the organization's daily cap, not the report's budget
+    org_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +139,11 @@ class Usage:
     @property
     def remaining(self) -> int:
         return max(0, self.limit - self.used)
+
+
+def org_limits(settings: Settings) -> dict[Tool, int | None]:
+    """Each tool's cap per organization and UTC day (None: no limit)."""
+    return {Tool.SEARCH: settings.org_daily_searches, Tool.FETCH: settings.org_daily_fetches}
 
 
 def limits(settings: Settings) -> dict[Tool, int]:
@@ -123,21 +169,41 @@ class Budgets:
         self._redis = redis
         self._window_s = settings.budget_window_s
         self._limits = limits(settings)
+        self._org_limits = org_limits(settings)
         self._queue = settings.queue_name
         self._script = redis.register_script(CHARGE_SCRIPT)
         self._refund = redis.register_script(REFUND_SCRIPT)
 
-    async def charge(self, report_id: str, tool: Tool, job_id: str) -> Charge:
+    async def charge(
+        self, report_id: str, tool: Tool, job_id: str, org: tuple[str, str] | None = None
+    ) -> Charge:
+        """Charge the report, and with ``org`` = (org id, UTC day) its organization's day too."""
         limit = self._limits[tool]
         # The script remembers one charge per marker; a render is a second charge of the same job
         # (its fetch is the first), so it is remembered under a marker of its own.
         marker = job_id if tool is not Tool.RENDER else render_marker(job_id)
-        args = [tool.value, limit, self._window_s, marker]
-        raw = await relieving(
-            self._redis, self._queue, lambda: self._script(keys=[keys.budget(report_id)], args=args)
-        )
-        allowed, used, again = cast(list[int], raw)
-        return Charge(bool(allowed), int(used), limit, bool(again))
+        counted = org is not None and tool.value in ORG_TOOLS
+        org_limit = self._org_limits.get(tool) if counted else None
+        script_keys = [keys.budget(report_id)]
+        if org is not None and counted:
+            script_keys.append(keys.org_day(*org))
+        args = [
+            tool.value,
+            limit,
+            self._window_s,
+            marker,
+            "" if org_limit is None else org_limit,
+            ORG_DAY_TTL_S,
+        ]
+        raw = await relieving(self._redis, self._queue, lambda: self._script(keys=script_keys, args=args))
+        allowed, used, again, by_org, _ = cast(list[int], raw)
+        return Charge(bool(allowed), int(used), limit, bool(again), bool(by_org), org_limit)
+
+    async def org_usage(self, org_id: str, day: str) -> dict[Tool, tuple[int, int | None]]:
+        """The organization's counters for ``day``: (used, daily limit or None) per tool."""
+        counted = [Tool(name) for name in ORG_TOOLS]
+        raw = await self._redis.hmget(keys.org_day(org_id, day), [t.value for t in counted])  # type: ignore[misc]
+        return {tool: (int(n or 0), self._org_limits.get(tool)) for tool, n in zip(counted, raw, strict=True)}
 
     async def refund(self, report_id: str, job_id: str) -> int:
         """Give back the job's charges (its own and its render's); how many were given back."""
@@ -180,6 +246,24 @@ return {granted, used}
 """
 
 
+# KEYS[1]: the report's budget hash. ARGV: job id, the characters the job returned. Lowers the job's
+# grant to what it returned, giving the rest back; a grant already as low is left (so a job run
+# again settles once). Returns the characters given back.
+SETTLE_READ_SCRIPT = """
+local marker = 'read:' .. ARGV[1]
+local before = tonumber(redis.call('HGET', KEYS[1], marker) or '-1')
+local returned = math.max(0, tonumber(ARGV[2]))
+if before <= returned then
+  return 0
+end
+redis.call('HSET', KEYS[1], marker, returned)
+local used = tonumber(redis.call('HGET', KEYS[1], 'read_chars') or '0')
+local back = math.min(before - returned, used)
+redis.call('HINCRBY', KEYS[1], 'read_chars', -back)
+return back
+"""
+
+
 @dataclass(frozen=True)
 class Grant:
     chars: int  # what this job may return (0: the budget is spent)
@@ -193,6 +277,7 @@ class ReadBudget:
         self.limit = limit
         self._window_s = window_s
         self._script = redis.register_script(CHARGE_READ_SCRIPT)
+        self._settle = redis.register_script(SETTLE_READ_SCRIPT)
 
     async def grant(self, report_id: str, job_id: str, wanted: int) -> Grant:
         raw = await self._script(
@@ -200,6 +285,12 @@ class ReadBudget:
         )
         granted, used = cast(list[int], raw)
         return Grant(int(granted), int(used), self.limit)
+
+    async def settle(self, report_id: str, job_id: str, returned: int) -> int:
+        """Charge the job only the characters it returned (at most what it was granted); the
+        characters given back."""
+        raw = await self._settle(keys=[keys.budget(report_id)], args=[job_id, max(0, returned)])
+        return int(cast(int, raw))
 
     async def used(self, report_id: str) -> int:
         raw = await self._redis.hget(keys.budget(report_id), READ_FIELD)  # type: ignore[misc]
@@ -227,7 +318,7 @@ end
 return granted
 """
 # KEYS[1]: the report's budget hash. ARGV: pages to give back. Never below zero.
-REFUND_SCRIPT = """
+OCR_REFUND_SCRIPT = """
 local used = tonumber(redis.call('HGET', KEYS[1], 'ocr_pages') or '0')
 local back = math.min(tonumber(ARGV[1]), used)
 if back > 0 then
@@ -243,7 +334,7 @@ class OcrBudget:
         self.limit = limit
         self._window_s = window_s
         self._reserve = redis.register_script(RESERVE_SCRIPT)
-        self._refund = redis.register_script(REFUND_SCRIPT)
+        self._refund = redis.register_script(OCR_REFUND_SCRIPT)
 
     async def reserve(self, report_id: str, wanted: int) -> int:
         raw = await self._reserve(
@@ -258,3 +349,19 @@ class OcrBudget:
     async def used(self, report_id: str) -> int:
         raw = await self._redis.hget(keys.budget(report_id), OCR_FIELD)  # type: ignore[misc]
         return int(raw or 0)
+
+
+async def org_today(redis: Redis, settings: Settings, org_id: str) -> dict[str, object]:
+    """``research-worker budget --org``: the organization's counters for today (Redis's UTC day)."""
+    seconds, micros = await redis.time()
+    day = utc_day_of_ms(int(seconds) * 1000 + int(micros) // 1000)
+    usage = await Budgets(redis, settings).org_usage(org_id, day)
+    counters: dict[str, object] = {
+        tool.value: {
+            "used": used,
+            "limit": limit,
+            "remaining": None if limit is None else max(0, limit - used),
+        }
+        for tool, (used, limit) in usage.items()
+    }
+    return {"org_id": org_id, "day": day, **counters}

@@ -62,6 +62,11 @@ def budget(report_id: str) -> str:
     return f"{PREFIX}budget:{report_id}"
 
 
+def org_day(org_id: str, day: str) -> str:
+    """A hash per organization and UTC day: a counter per tool, charged with the report's budget."""
+    return f"{PREFIX}orgday:{org_id}:{day}"
+
+
 def menu(report_id: str) -> str:
     """The set of canonical URLs this report may fetch (the URL menu)."""
     return f"{PREFIX}menu:{report_id}"

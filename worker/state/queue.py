@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from arq.jobs import SerializationError
 
 from worker.logs import fields
-from worker.serialization import dumps
+from worker.serialization import JobArguments, dumps
 from worker.state import keys
 from worker.state.clock import RedisClock
 
@@ -76,7 +76,7 @@ REPLICA_ACK_MS = 1000
 OURS_FIELD = "rs"
 
 
-def job_payload(function: str, kwargs: dict[str, Any], enqueued_ms: int) -> bytes:
+def job_payload(function: str, kwargs: JobArguments, enqueued_ms: int) -> bytes:
     """arq's job format (t, f, a, k, et: the enqueue time by Redis's clock) with our mark."""
     try:
         return dumps({"t": None, "f": function, "a": [], "k": kwargs, OURS_FIELD: 1, "et": enqueued_ms})
@@ -163,7 +163,7 @@ class Enqueuer:
         self._replicas = 0
         self._replicas_checked = -math.inf
 
-    async def enqueue(self, function: str, job_id: str, kwargs: dict[str, Any]) -> bool:
+    async def enqueue(self, function: str, job_id: str, kwargs: JobArguments) -> bool:
         """Enqueue and wake; True when enqueued, False when the job id is taken.
 
         With replicas (Sentinel), it returns once one replica holds the job too, so a job the

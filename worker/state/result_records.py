@@ -90,6 +90,7 @@ class Head:
 class FoundMatch:
     offset: int  # where the match starts in the whole text
     snippet: str
+    page: int | None = field(default=None, metadata={WHEN_SET: True})  # PDFs: the page it starts on
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class TextPiece:
     page_offsets: tuple[int, ...] | None = field(default=None, metadata={WHEN_SET: True})
     # With ``find`` only; ``text`` is then "".
     matches: tuple[FoundMatch, ...] | None = field(default=None, metadata={WHEN_SET: True})
+    # True when the report's read budget stopped a continuation short of what it would return.
+    read_budget_cut: bool | None = field(default=None, metadata={WHEN_SET: True})
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ CLOSERS = (
 RAW_TEXT = el.RCDATA | el.RAWTEXT | {"script", "plaintext"}
 HINTED = el.BLOCK | el.CELLS | {"span", "section"}
 MAX_HREFS = 5000
+# A page of thousands of embeds is read for its first few: each costs a URL parse later.
+MAX_EMBEDS = 100
+# Elements that embed a document, and the attribute that names it.
+EMBEDDING = {"iframe": "src", "embed": "src", "object": "data"}
 
 
 @dataclass
@@ -67,6 +71,8 @@ class Reduction:
     # Images apart from any text: (the index of the block each stands before, a block with no
     # plain text whose Markdown is the alt text), in page order.
     pictures: list[tuple[int, Block]] = field(default_factory=list)
+    # The raw (URL, type) of each visible iframe, embed or object, in page order (jobs.reader.embedded).
+    embeds: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Reducer:
@@ -92,6 +98,7 @@ class Reducer:
         self._declarations = Declarations()
         self._shell = ShellSignals()
         self._streamed = Streamed(html)
+        self._embeds: list[tuple[str, str]] = []
 
     def run(self, seconds: float) -> bool:
         """Reduce for about ``seconds`` of work; True once the whole document is reduced."""
@@ -151,6 +158,7 @@ class Reducer:
             declarations=self._declarations,
             shell=self._shell,
             pictures=writer.pictures,
+            embeds=self._embeds,
         )
 
     def _start(self, name: str, attrs: dict[str, str], self_closing: bool) -> None:
@@ -169,6 +177,8 @@ class Reducer:
             and foreign.start(name, attrs, self_closing)
         ):
             return
+        if name in EMBEDDING:
+            self._embed(name, attrs)
         if name in el.VOID:
             self._void(name, attrs)
             return
@@ -287,6 +297,17 @@ class Reducer:
                 self._add_href(href)
         elif name == "base" and self._base_href is None and "href" in attrs:
             self._base_href = attrs["href"]
+
+    def _embed(self, name: str, attrs: dict[str, str]) -> None:
+        """Note what a shown iframe, embed or object embeds (its fallback content is never read)."""
+        url = attrs.get(EMBEDDING[name])
+        if (
+            url
+            and len(self._embeds) < MAX_EMBEDS
+            and not self._stack.bits & (HIDDEN | DROP)
+            and not hiding_bits(name, attrs)
+        ):
+            self._embeds.append((url, attrs.get("type", "")))
 
     def _add_href(self, href: str) -> None:
         if href not in self._href_ids and len(self._hrefs) < MAX_HREFS:

@@ -158,14 +158,13 @@ class Gone:
 GONE = Gone()
 
 
-def digest_of(page: Page, texts: Mapping[str, str]) -> str:
-    """One document per fetch: its URL, what the fetch said of it, and its whole text."""
-    h = hashlib.sha256()
-    for part in (page.url, page.final_url, page.fetched_at, page.extraction, str(page.status)):
-        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
-    for name in sorted(texts):
-        h.update(name.encode() + b"\0" + texts[name].encode("utf-8", "surrogatepass") + b"\0")
-    return h.hexdigest()
+def digest_of(document: bytes) -> str:
+    """A document is named by its bytes: two fetches that name the same document stored the same
+    bytes, so one's keep over the other's changes nothing a reader of either sees. (A name made of
+    the page and its text alone let two fetches in one second, whose records or chunk layouts
+    differ, share a name: a reader holding one's record read the other's chunks, and a Markdown
+    answer came back with the text format's characters.)"""
+    return hashlib.sha256(document).hexdigest()
 
 
 def _chunks(text: str) -> list[bytes]:
@@ -184,9 +183,9 @@ def packed(texts: Mapping[str, str]) -> tuple[bytes, dict[str, list[tuple[int, i
     parts: list[bytes] = []
     ranges: dict[str, list[tuple[int, int]]] = {}
     at = 0
-    for name, text in texts.items():
+    for name in sorted(texts):
         ranges[name] = []
-        for chunk in _chunks(text):
+        for chunk in _chunks(texts[name]):
             parts.append(chunk)
             ranges[name].append((at, at + len(chunk)))
             at += len(chunk)
@@ -231,7 +230,6 @@ class KeptDocuments:
         """A fetched document made ready to keep, noted as read by ``noted_for`` (report id,
         extract, URL) in the same step: the page cache keeps it as its flight ends (or
         ``Keeping.keep`` alone, with the cache off)."""
-        digest = digest_of(page, texts)
         # Compressing a few MB takes tens of ms: off the event loop (zlib releases the GIL).
         body, ranges = await asyncio.to_thread(packed, texts)
         meta = {
@@ -243,11 +241,12 @@ class KeptDocuments:
                     "pages": list(page_offsets.get(name) or []) or None,
                     "chunks": ranges[name],
                 }
-                for name, text in texts.items()
+                for name, text in sorted(texts.items())
             },
         }
         record = orjson.dumps(meta)
         document = f"{len(record):0{HEADER_BYTES}d}".encode() + record + body
+        digest = digest_of(document)
         renew = self._bookkeeping.due()
         return Keeping(
             self,

@@ -127,6 +127,9 @@ class Page:
     ocr: OcrNote | None = field(default=None, metadata={WHEN_SET: True, READ: _ocr})
     # Office documents: what was found and not followed (a macro, a link to an outside file).
     refused: tuple[str, ...] | None = field(default=None, metadata={WHEN_SET: True, READ: _refused})
+    # Documents the page embeds as its content (a PDF in an iframe, embed or object, a PDF viewer's
+    # file=): canonical https URLs, each put on the report's menu (jobs.reader.embedded).
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -277,7 +280,8 @@ def _reader(hint: object) -> Callable[[object], object]:
 
 
 def _read_record(cls: type, value: object) -> object:
-    record = read_declared(cls, value, complete=True) if isinstance(value, dict) else None
+    # A nested record may leave out its WHEN_SET fields (a match's page); every other is there.
+    record = read_declared(cls, value, complete=False) if isinstance(value, dict) else None
     return BAD if record is None else record
 
 
