@@ -179,6 +179,25 @@ class Metrics:
             "Archive writes waiting in this worker's queue.",
             registry=r,
         )
+        self.render_warm = Gauge(
+            "research_render_browsers_warm",
+            "Browsers this render worker holds launched ahead, ready for a render (RESEARCH_RENDER_WARM).",
+            registry=r,
+        )
+        self.render_launch = Histogram(
+            "research_render_launch_seconds",
+            "Browser launches (fresh profile included) by when: 'ahead' (warm, off a render's clock) or "
+            "'on_clock' (no warm browser: the render waited for it).",
+            ["when"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.render_warm_retired = Counter(
+            "research_render_warm_retired",
+            "Warm browsers replaced instead of handed out, by reason: 'dead' or 'stale'.",
+            ["reason"],
+            registry=r,
+        )
         self.archive_up = Gauge(
             "research_archive_up",
             "1 while this worker's last archive write succeeded (or none was tried), 0 after a failure.",

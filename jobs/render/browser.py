@@ -28,11 +28,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +87,39 @@ FLAGS = (
 IGNORED_DEFAULTS = ["--disable-popup-blocking"]
 
 
+def cpu_seconds(seconds: float) -> int:
+    """The CPU time every process of a browser may use, for a render of ``seconds``."""
+    return int(seconds) + 2
+
+
+@dataclass
+class Launched:
+    """A started browser: its Playwright context and its private folder (profile, launcher, pid)."""
+
+    context: BrowserContext
+    home: Path
+    born: float  # time.monotonic() at the end of its launch
+    closed: bool = False  # Playwright lost the browser (it died, or was killed)
+
+    def __post_init__(self) -> None:
+        self.context.on("close", lambda _: setattr(self, "closed", True))
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "browser.pid"
+
+    def alive(self) -> bool:
+        """Its browser process runs (it can die idle: the OOM killer, a crash, an operator's kill)."""
+        pid = _browser_pid(self.pid_file)
+        if pid is None or self.closed:
+            return False
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+
+
 class BrowserMissing(Exception):
     """The configured chromium cannot be found or run."""
 
@@ -125,17 +161,94 @@ class BrowserLauncher:
         if self._prlimit is None or self._setpriv is None:
             raise BrowserMissing("rendering needs prlimit and setpriv (util-linux) to bound the browser")
         self._trust_store: Path | None = None
+        self._first_launch = asyncio.Lock()
+        self._trust_lock = threading.Lock()
         if ca_bundle is not None and certutil() is None:
             raise BrowserMissing(
                 "RESEARCH_CA_BUNDLE needs certutil (libnss3-tools) for the browser to trust it"
             )
+
+    async def narrow_cpu(self, launched: Launched, seconds: float) -> None:
+        """Lower the CPU limit of a browser launched ahead (for the longest render) to this render's:
+        each process of its tree now, and so every renderer its zygote forks for the page."""
+        pid = _browser_pid(launched.pid_file)
+        if pid is None:
+            return
+        cpu_s = cpu_seconds(seconds)
+        members = tree_of(pid)
+        try:
+            for member in members:
+                with contextlib.suppress(ProcessLookupError):
+                    resource.prlimit(member, resource.RLIMIT_CPU, (cpu_s, cpu_s))
+            return
+        except PermissionError:
+            if not self._drop:
+                raise
+        # Root without CAP_SYS_RESOURCE (a container's default) may not change another user's
+        # limits; the browser's own user may.
+        assert self._prlimit is not None and self._setpriv is not None
+        script = f'for p; do {shlex.quote(self._prlimit)} --cpu={cpu_s}:{cpu_s} --pid "$p"; done'
+        process = await asyncio.create_subprocess_exec(
+            self._setpriv,
+            f"--reuid={UNPRIVILEGED_UID}",
+            f"--regid={UNPRIVILEGED_GID}",
+            "--clear-groups",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+            "sh",
+            *map(str, members),
+            env={"PATH": BROWSER_PATH},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        await process.wait()
+
+    def close(self) -> None:
+        """Remove the trust store built for the renders (the worker is stopping)."""
+        if self._trust_store is not None:
+            shutil.rmtree(self._trust_store, ignore_errors=True)
+            self._trust_store = None
 
     @contextlib.asynccontextmanager
     async def launch(
         self, playwright: Playwright, proxy: str, limits: Limits, watch: Watch
     ) -> AsyncIterator[BrowserContext]:
         """A fresh browser and profile, proxied through ``proxy``; killed (whole tree) on exit."""
-        home = await asyncio.to_thread(self._prepare, limits)
+        launched = await self.open(playwright, proxy, limits)
+        watcher = watch_memory(launched, limits.memory_bytes, watch)
+        try:
+            yield launched.context
+        finally:
+            kill_tree(launched.pid_file)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            await discard(launched)
+
+    async def open(self, playwright: Playwright, proxy: str, limits: Limits) -> Launched:
+        """A fresh browser and profile, proxied through ``proxy``: the caller ends it with ``discard``.
+        Nothing is left behind when the launch fails or is cancelled."""
+        home = Path(tempfile.mkdtemp(prefix="research-render-"))
+        pid_file = home / "browser.pid"
+        try:
+            # Not cancelled halfway: the folder is complete (or failed) before anything removes it.
+            preparing = asyncio.ensure_future(asyncio.to_thread(self._prepare, home, limits))
+            try:
+                await asyncio.shield(preparing)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await preparing
+                raise
+            context = await self._start(playwright, proxy, limits, home)
+        except BaseException:
+            kill_tree(pid_file)
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        return Launched(context, home, time.monotonic())
+
+    async def _start(self, playwright: Playwright, proxy: str, limits: Limits, home: Path) -> BrowserContext:
         profile, pid_file, launcher = home / "profile", home / "browser.pid", home / "chromium"
         env: dict[str, str | float | bool] = {
             "HOME": str(profile),
@@ -146,64 +259,56 @@ class BrowserLauncher:
             "LANG": "C.UTF-8",
         }
         heap_mb = max(64, limits.memory_bytes // (4 * 1024 * 1024))
-        watcher: asyncio.Task[None] | None = None
-        try:
-            options: dict[str, Any] = {
-                "executable_path": str(launcher),
-                "headless": True,
-                "args": [
-                    f"--proxy-server={proxy}",
-                    "--proxy-bypass-list=<-loopback>",
-                    f"--js-flags=--max-old-space-size={heap_mb}",
-                    *FLAGS,
-                ],
-                "ignore_default_args": IGNORED_DEFAULTS,
-                "env": env,
-                "handle_sigint": False,
-                "handle_sigterm": False,
-                "handle_sighup": False,
-                "service_workers": "block",
-                "accept_downloads": False,
-                "java_script_enabled": True,
-                "timeout": max(1000.0, limits.seconds * 1000),
-            }
-            try:
-                context = await playwright.chromium.launch_persistent_context(
-                    str(profile), chromium_sandbox=self.sandboxed is not False, **options
-                )
-                self.sandboxed = self.sandboxed is not False
-            except Exception:
-                if self.sandboxed is not None:
-                    raise
-                # The first launch tells whether Chromium's own sandbox can start here (it needs
-                # user namespaces, which many containers do not grant); without it, the
-                # unprivileged user, the limits and the proxy are the containment.
-                self.sandboxed = False
-                log.warning("chromium's sandbox cannot start here: renders run without it")
-                kill_tree(pid_file)
-                context = await playwright.chromium.launch_persistent_context(
-                    str(profile), chromium_sandbox=False, **options
-                )
-            watcher = asyncio.get_running_loop().create_task(_watch(pid_file, limits.memory_bytes, watch))
-            try:
-                yield context
-            finally:
-                # Nothing of the browser is kept (fresh profile per render), so it is not asked to
-                # close: its tree is killed, and Playwright told afterwards.
-                kill_tree(pid_file)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(context.close(), 2.0)
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
-            kill_tree(pid_file)
-            shutil.rmtree(home, ignore_errors=True)
+        options: dict[str, Any] = {
+            "executable_path": str(launcher),
+            "headless": True,
+            "args": [
+                f"--proxy-server={proxy}",
+                "--proxy-bypass-list=<-loopback>",
+                f"--js-flags=--max-old-space-size={heap_mb}",
+                *FLAGS,
+            ],
+            "ignore_default_args": IGNORED_DEFAULTS,
+            "env": env,
+            "handle_sigint": False,
+            "handle_sigterm": False,
+            "handle_sighup": False,
+            "service_workers": "block",
+            "accept_downloads": False,
+            "java_script_enabled": True,
+            "timeout": max(1000.0, limits.seconds * 1000),
+        }
+        if self.sandboxed is None:
+            # The first launch finds out about the sandbox; launches beside it wait for the answer.
+            async with self._first_launch:
+                if self.sandboxed is None:
+                    return await self._first(playwright, profile, pid_file, options)
+        return await playwright.chromium.launch_persistent_context(
+            str(profile), chromium_sandbox=self.sandboxed is not False, **options
+        )
 
-    def _prepare(self, limits: Limits) -> Path:
+    async def _first(
+        self, playwright: Playwright, profile: Path, pid_file: Path, options: dict[str, Any]
+    ) -> BrowserContext:
+        try:
+            context = await playwright.chromium.launch_persistent_context(
+                str(profile), chromium_sandbox=True, **options
+            )
+            self.sandboxed = True
+        except Exception:
+            # The first launch tells whether Chromium's own sandbox can start here (it needs
+            # user namespaces, which many containers do not grant); without it, the
+            # unprivileged user, the limits and the proxy are the containment.
+            self.sandboxed = False
+            log.warning("chromium's sandbox cannot start here: renders run without it")
+            kill_tree(pid_file)
+            context = await playwright.chromium.launch_persistent_context(
+                str(profile), chromium_sandbox=False, **options
+            )
+        return context
+
+    def _prepare(self, home: Path, limits: Limits) -> None:
         """The render's private folder: the profile (with the operator's CA), the launcher."""
-        home = Path(tempfile.mkdtemp(prefix="research-render-"))
         home.chmod(0o711)  # the unprivileged browser must reach its profile inside
         profile = home / "profile"
         profile.mkdir()
@@ -211,17 +316,18 @@ class BrowserLauncher:
         launcher.write_text(self._script(home / "browser.pid", limits))
         launcher.chmod(0o700)
         if self._ca_bundle is not None:
-            if self._trust_store is None:
-                self._trust_store = Path(tempfile.mkdtemp(prefix="research-render-trust-"))
-                _trust(self._trust_store, self._ca_bundle)
+            with self._trust_lock:  # launches ahead prepare in threads side by side
+                if self._trust_store is None:
+                    store = Path(tempfile.mkdtemp(prefix="research-render-trust-"))
+                    _trust(store, self._ca_bundle)
+                    self._trust_store = store  # only once complete: no launch copies half a store
             # A copy of the one store built at the first render: certutil costs a few hundred ms.
             shutil.copytree(self._trust_store / ".pki", profile / ".pki")
         if self._drop:
             _give(profile, UNPRIVILEGED_UID, UNPRIVILEGED_GID)
-        return home
 
     def _script(self, pid_file: Path, limits: Limits) -> str:
-        cpu_s = int(limits.seconds) + 2
+        cpu_s = cpu_seconds(limits.seconds)
         assert self._prlimit is not None and self._setpriv is not None
         limit = f"{shlex.quote(self._prlimit)} --cpu={cpu_s} --nofile={MAX_OPEN_FILES} --core=0 --"
         setpriv = shlex.quote(self._setpriv)
@@ -315,6 +421,20 @@ def kill_tree(pid_file: Path) -> None:
     for member in members:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signal.SIGKILL)
+
+
+async def discard(launched: Launched) -> None:
+    """Kill the whole tree, let Playwright reap it, remove the profile: nothing of it is kept."""
+    kill_tree(launched.pid_file)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(launched.context.close(), 2.0)
+    kill_tree(launched.pid_file)
+    await asyncio.to_thread(shutil.rmtree, launched.home, True)
+
+
+def watch_memory(launched: Launched, memory_bytes: int, watch: Watch) -> asyncio.Task[None]:
+    """The watchdog over the browser's tree; the caller cancels it when the render ends."""
+    return asyncio.get_running_loop().create_task(_watch(launched.pid_file, memory_bytes, watch))
 
 
 def _tree_resident_bytes(pid: int) -> int:

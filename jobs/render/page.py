@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING
 from jobs.render import screenshot
 from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.navigation import MAX_NAVIGATIONS, REFRESH_DELAY, REFRESH_WAIT_S, Navigations
+from jobs.render.pool import Browsers
 from jobs.render.visible import READ_DOM
 from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
-from worker.guardian.egress_proxy import EgressBounds, EgressLog, EgressProxy
+from worker.guardian.egress_proxy import EgressBounds, EgressLog
 from worker.guardian.urls import parse_https_url
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Rendered:
 
 
 class PageRenderer:
-    """Renders documents; one per render worker, a browser per call."""
+    """Renders documents; one per render worker, a browser per call (launched ahead or for it)."""
 
     def __init__(
         self,
@@ -85,11 +86,12 @@ class PageRenderer:
         launcher: BrowserLauncher,
         policy: AddressPolicy,
         resolver: AbstractResolver | None = None,
+        browsers: Browsers | None = None,
     ) -> None:
-        self._playwright = playwright
-        self._launcher = launcher
         self._policy = policy
         self._resolver = resolver
+        # The browsers launched ahead (jobs/render/pool.py), or one launched per render.
+        self._browsers = browsers or Browsers(playwright, launcher, policy, resolver)
 
     async def render(
         self, url: str, body: bytes, content_type: str, bounds: RenderBounds, seconds: float
@@ -98,32 +100,26 @@ class PageRenderer:
         when it needed more memory than a render may have (its renderer crashed or was killed)."""
         started = time.monotonic()
         deadline = asyncio.get_running_loop().time() + seconds
-        asked: set[tuple[str, int]] = set()  # (host, port) the page's own requests named
-        proxy = EgressProxy(
-            self._policy,
-            EgressBounds(bounds.max_requests, bounds.max_bytes, bounds.ports),
-            self._resolver,
-            admits=lambda host, port: (host, port) in asked,
-        )
+        egress = EgressBounds(bounds.max_requests, bounds.max_bytes, bounds.ports)
+        limits = Limits(seconds, bounds.memory_bytes)
         watch = Watch()
         refused: list[str] = []
-        await proxy.start()
         try:
             async with asyncio.timeout(seconds):
-                async with self._launcher.launch(
-                    self._playwright, proxy.address, Limits(seconds, bounds.memory_bytes), watch
-                ) as context:
+                async with self._browsers.browser(egress, limits, watch) as held:
+                    context = held.context
                     context.on("page", lambda popup: _close_popup(popup, refused))
                     page = context.pages[0] if context.pages else await context.new_page()
                     page.on("crash", lambda _: refused.append("crash"))
                     moves = Navigations(self._policy, self._resolver, bounds.ports)
                     page.on("load", lambda _: moves.on_load())
-                    router = _Router(page, body, content_type, refused, asked, moves)
+                    router = _Router(page, body, content_type, refused, held.asked, moves)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
                     html, hidden, cut, settled, shot = await self._load_and_read(
                         page, url, bounds, deadline, moves
                     )
+                egress_log = held.proxy.log  # its final counts, once the browser is gone
         except TimeoutError:
             raise Timeout(f"the page did not finish rendering within {seconds:.0f} s") from None
         except ResearchError:
@@ -144,8 +140,6 @@ class PageRenderer:
             raise UnsupportedContentType(
                 f"the page's renderer stopped before it could be read ({type(exc).__name__})"
             ) from None
-        finally:
-            await proxy.close()
         if watch.killed_for_memory:
             raise UnsupportedContentType(
                 f"the page needed more than {bounds.memory_bytes // 2**20} MiB to render"
@@ -157,7 +151,7 @@ class PageRenderer:
             html=encoded,
             truncated=cut or not settled,
             hidden_removed=hidden,
-            egress=proxy.log,
+            egress=egress_log,
             peak_memory_bytes=watch.peak_bytes,
             refused_in_browser=refused,
             seconds=time.monotonic() - started,

@@ -32,6 +32,7 @@ from jobs.reader.document import build_document
 from jobs.reader.formats import TEXT
 from jobs.render.browser import BrowserLauncher, BrowserMissing
 from jobs.render.page import PageRenderer, RenderBounds
+from jobs.render.pool import Browsers, browsers_for
 from worker.archive.capture import Capture, hearing
 from worker.archive.failed import keep_failed
 from worker.archive.service import SharedArchive
@@ -72,6 +73,7 @@ class RenderPageTool(PageJob):
         self._playwright: Any = None
         self._renderer: PageRenderer | None = None
         self._fetcher: Fetcher | None = None
+        self._browsers: Browsers | None = None
 
     async def start(self, runtime: Runtime) -> None:
         from playwright.async_api import async_playwright
@@ -83,13 +85,18 @@ class RenderPageTool(PageJob):
             raise ConfigError(str(missing)) from None
         policy = AddressPolicy(settings.guardian_allow_cidrs)
         self._playwright = await async_playwright().start()
-        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver)
+        self._browsers = browsers_for(
+            self._playwright, launcher, policy, self._resolver, runtime, min(settings.max_jobs, RENDER_SLOTS)
+        )
+        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver, self._browsers)
         self._fetcher = Fetcher(
             guarded_session(settings, policy, self._resolver), policy, fetch_limits(settings)
         )
         self._archive = self._shared.open(settings, runtime.redis, runtime.metrics)
 
     async def stop(self) -> None:
+        if self._browsers is not None:
+            await self._browsers.stop()  # every warm browser killed before the driver goes
         if self._archive is not None:
             self._archive = None
             await self._shared.close()

@@ -123,6 +123,7 @@ class Settings:
     render_max_requests: int = 200  # connections (proxy tunnels) one render may open
     render_max_bytes: int = 16_777_216  # bytes one render's connections may carry, both ways
     render_memory_mb: int = 1024  # the browser's whole process tree, resident
+    render_warm: int = 2  # browsers a render worker keeps launched ahead (one per render slot); 0: none
     # `research-worker mcp --http` (docs/mcp.md): the tokens file is read when that server starts.
     mcp_tokens_file: str | None = None
     mcp_origins: tuple[str, ...] = ()
@@ -265,6 +266,7 @@ class Settings:
             render_max_requests=e.integer("RESEARCH_RENDER_MAX_REQUESTS", cls.render_max_requests, minimum=1),
             render_max_bytes=e.integer("RESEARCH_RENDER_MAX_BYTES", cls.render_max_bytes, minimum=1),
             render_memory_mb=e.integer("RESEARCH_RENDER_MEMORY_MB", cls.render_memory_mb, minimum=64),
+            render_warm=e.integer("RESEARCH_RENDER_WARM", cls.render_warm, minimum=0, maximum=8),
             mcp_tokens_file=e.text("RESEARCH_MCP_TOKENS_FILE"),
             mcp_origins=e.parse("RESEARCH_MCP_ORIGINS", (), origins),
             mcp_rate_per_minute=e.integer("RESEARCH_MCP_RATE_PER_MIN", cls.mcp_rate_per_minute, minimum=1),

@@ -106,6 +106,12 @@ class EgressProxy:
     def address(self) -> str:
         return f"http://{self._host}:{self.port}"
 
+    def arm(self, bounds: EgressBounds) -> None:
+        """A proxy started ahead of its render (a warm browser's) takes the render's bounds when the
+        render takes the browser; until then its bounds admit nothing. Its log starts afresh."""
+        self._bounds = bounds
+        self.log = EgressLog()
+
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._accept, self._host, 0)
         return self.port
