@@ -93,7 +93,7 @@ async def _until(check: object, seconds: float = 60.0) -> None:
 def _pool(playwright: Playwright, ca: TestCA, size: int, **kwargs: object) -> WarmPool:
     assert CHROMIUM is not None
     launcher = BrowserLauncher(CHROMIUM, str(ca.bundle))
-    return WarmPool(playwright, launcher, POLICY, resolver(), size, LIMITS, **kwargs)  # type: ignore[arg-type]
+    return WarmPool(size, LIMITS, playwright, launcher, POLICY, resolver(), **kwargs)  # type: ignore[arg-type]
 
 
 def _gone(pid: int) -> bool:

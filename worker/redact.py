@@ -8,6 +8,8 @@ the command line prints and every log line passes through ``redact_urls``, so no
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Sequence
+from typing import AnyStr
 from urllib.parse import urlsplit
 
 MASK = "***"
@@ -44,3 +46,26 @@ def _redacted(found: re.Match[str]) -> str:
         return found.group(0)
     user = userinfo.partition(":")[0]
     return f"{found.group('scheme')}{user}:{MASK}@{host}"
+
+
+# A key is recognised by any run of this many characters of its secret part: 64 bits of a key,
+# never cited by chance (the search cleaner and the archive's mask both look for them).
+SECRET_RUN = 16
+
+
+def secret_run_spans(dense: AnyStr, where: Sequence[int], runs: Container[AnyStr]) -> list[tuple[int, int]]:
+    """Where a run of ``SECRET_RUN`` of a secret's characters lies, as spans of the original text.
+
+    ``dense`` is the text with its whitespace taken out (lowered), and ``where[i]`` the original
+    index of ``dense[i]``: a key broken by spaces or line breaks is still found. Overlapping or
+    touching spans are merged, so a whole key is one span.
+    """
+    spans: list[tuple[int, int]] = []
+    for index in range(len(dense) - SECRET_RUN + 1):
+        if dense[index : index + SECRET_RUN] in runs:
+            first, last = where[index], where[index + SECRET_RUN - 1] + 1
+            if spans and first <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], last)
+            else:
+                spans.append((first, last))
+    return spans

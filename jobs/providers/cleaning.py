@@ -30,9 +30,11 @@ from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
 from jobs.reader.hidden import strip_invisible
+from worker.archive.masking import held_secrets
 from worker.config import Settings
 from worker.guardian.urls import canonical_url
 from worker.limits import MAX_URL_LENGTH
+from worker.redact import SECRET_RUN, secret_run_spans
 from worker.state.result_records import Citation
 
 TITLE_MAX_CHARS = 300
@@ -43,9 +45,8 @@ KEY_SHAPE = r"sk-or-[a-z0-9_\-]+"
 MASK = "***"
 SHAPE_MASK = "sk-or-***"
 MIN_REACH = 64
-# A run of this many characters of a held key's secret part is masked wherever it appears. 16 hex
-# digits are 64 bits: no page cites them by chance, and a key cut in four still shows no piece.
-SECRET_RUN = 16
+# A run of SECRET_RUN (16) characters of a held key's secret part is masked wherever it appears: 64
+# bits, which no page cites by chance, and a key cut in four still shows no piece.
 # What comes before a key's secret part; the part after it is what a leak would show alone.
 KEY_PREFIX = re.compile(r"^sk-or-(?:v\d+-)?", re.IGNORECASE)
 # Text is read up to this many times what can be shown: past it, a snippet is cut unread.
@@ -70,13 +71,7 @@ class Masker:
     @classmethod
     def from_settings(cls, settings: Settings) -> Masker:
         """Every secret the worker holds: the default key, each organization's key, SearXNG's password."""
-        secrets = [settings.openrouter_api_key.reveal()]
-        secrets += [key.reveal() for key in settings.org_keys.values()]
-        if settings.searxng_url is not None:
-            password = urlsplit(settings.searxng_url).password
-            if password:
-                secrets.append(password)
-        return cls(secrets)
+        return cls(held_secrets(settings))
 
     def mask(self, visible: str, *, upto: int | None = None) -> str:
         """``visible`` (already free of invisible characters) with every key masked.
@@ -122,16 +117,7 @@ class Masker:
             return []
         # The text without whitespace, lowered, and where each of its characters came from.
         where = [index for index, ch in enumerate(visible) if not ch.isspace()]
-        dense = "".join(visible[index] for index in where).lower()
-        spans: list[tuple[int, int]] = []
-        for index in range(len(dense) - SECRET_RUN + 1):
-            if dense[index : index + SECRET_RUN] in self._runs:
-                start, stop = where[index], where[index + SECRET_RUN - 1] + 1
-                if spans and start <= spans[-1][1]:
-                    spans[-1] = (spans[-1][0], stop)
-                else:
-                    spans.append((start, stop))
-        return spans
+        return secret_run_spans("".join(visible[index] for index in where).lower(), where, self._runs)
 
 
 def secret_runs(secrets: Iterable[str]) -> frozenset[str]:

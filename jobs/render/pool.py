@@ -123,12 +123,12 @@ class WarmPool(Browsers):
 
     def __init__(
         self,
+        size: int,
+        limits: Limits,
         playwright: Playwright,
         launcher: BrowserLauncher,
         policy: AddressPolicy,
         resolver: AbstractResolver | None,
-        size: int,
-        limits: Limits,
         metrics: Metrics | None = None,
         max_idle_s: float = MAX_IDLE_S,
     ) -> None:
@@ -303,6 +303,6 @@ def browsers_for(
         return Browsers(playwright, launcher, policy, resolver, runtime.metrics)
     # Launched for the longest render a job may ask for; each render narrows the CPU limit to its own.
     limits = Limits(settings.fetch_timeout_s, settings.render_memory_mb * 2**20)
-    pool = WarmPool(playwright, launcher, policy, resolver, size, limits, runtime.metrics)
+    pool = WarmPool(size, limits, playwright, launcher, policy, resolver, runtime.metrics)
     pool.start()
     return pool

@@ -25,9 +25,9 @@ import orjson
 
 from worker.archive.capture import Capture
 from worker.config import Settings
+from worker.redact import SECRET_RUN, secret_run_spans
 
 MASK = b"***"
-SECRET_RUN = 16  # as jobs.providers.cleaning: 64 bits of a key, never cited by chance
 KEY_PREFIX = re.compile(r"^sk-or-(?:v\d+-)?", re.IGNORECASE)
 SPACE = b" \t\r\n\f\v"  # ASCII only: a byte of a UTF-8 character is never whitespace here
 _GAP = b"[ \\t\\r\\n\\f\\v]*"
@@ -123,16 +123,7 @@ class SecretMask:
     def _run_spans(self, data: bytes, start: int, stop: int) -> list[tuple[int, int]]:
         """Where a run of ``SECRET_RUN`` bytes of a secret part lies in ``data[start:stop]``."""
         where = [i for i in range(start, stop) if data[i] not in SPACE]
-        dense = bytes(data[i] for i in where).lower()
-        spans: list[tuple[int, int]] = []
-        for index in range(len(dense) - SECRET_RUN + 1):
-            if dense[index : index + SECRET_RUN] in self._runs:
-                first, last = where[index], where[index + SECRET_RUN - 1] + 1
-                if spans and first <= spans[-1][1]:
-                    spans[-1] = (spans[-1][0], last)
-                else:
-                    spans.append((first, last))
-        return spans
+        return secret_run_spans(bytes(data[i] for i in where).lower(), where, self._runs)
 
 
 def masked_search(mask: SecretMask | None, search: Mapping[str, Any]) -> dict[str, Any]:
