@@ -63,6 +63,7 @@ def model_arguments(arguments: object) -> JobArguments:
     return parsed
 
 
+MAX_INT = 2**63 - 1
 JSON_TYPES: Mapping[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -119,6 +120,14 @@ def check_types(tool: str, arguments: Mapping[str, Any]) -> None:
         if name not in arguments or json_type not in JSON_TYPES:
             continue
         value = arguments[name]
+        if (
+            json_type == "integer"
+            and isinstance(value, float)
+            and value.is_integer()
+            and abs(value) > MAX_INT
+        ):
+            # Digits past 64 bits are read as a float: the caller wrote an integer, out of range.
+            raise InvalidRequest(f"{tool}: {name} is out of range and was refused; give a small integer")
         # JSON has no boolean-as-integer: true is not an integer, 1 is not a boolean.
         wrong = isinstance(value, bool) != (json_type == "boolean") or not isinstance(
             value, JSON_TYPES[json_type]
