@@ -30,8 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from markdown_it import MarkdownIt
-
+from tests.support.markdown_structure import structure
 from tests.support.office_docs import HEADINGS, ITEMS, LINES, MAKERS, TABLE
 
 # What each format holds: a spreadsheet has sheets (their names are its headings), no list.
@@ -44,23 +43,6 @@ EXPECTED_HEADINGS = {
     "ods": [(2, "Accounts"), (2, "Notes")],
 }
 HAS_LIST = {"docx", "odt", "pptx", "odp"}
-
-
-def structure(markdown: str) -> tuple[list[tuple[int, str]], list[str], list[list[str]]]:
-    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-    headings, items, rows, row = [], [], [], []
-    for index, token in enumerate(tokens):
-        if token.type == "heading_open":
-            headings.append((int(token.tag[1]), tokens[index + 1].content))
-        elif token.type == "list_item_open" and index + 2 < len(tokens):
-            items.append(tokens[index + 2].content)
-        elif token.type == "tr_open":
-            row = []
-        elif token.type in ("th_open", "td_open"):
-            row.append(tokens[index + 1].content)
-        elif token.type == "tr_close":
-            rows.append(row)
-    return headings, items, rows
 
 
 def score(kind: str, markdown: str) -> tuple[float, str]:

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 import pytest
-from markdown_it import MarkdownIt
 
 from jobs.reader.document import build_document
 from tests.support import office_docs
+from tests.support.markdown_structure import structure
 from tests.support.office_docs import HEADINGS, ITEMS, LINES, MAKERS, TABLE, rezipped
 from worker.errors import UnsupportedContentType
 
@@ -45,24 +45,6 @@ async def read(body: bytes, content_type: str | None, fmt: str = "markdown") -> 
         body_truncated=False,
         format=fmt,
     )
-
-
-def structure(markdown: str) -> tuple[list[tuple[int, str]], list[str], list[list[str]]]:
-    """Headings (level, text), list items' text and table rows, as a CommonMark parser sees them."""
-    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-    headings, items, rows, row = [], [], [], []
-    for index, token in enumerate(tokens):
-        if token.type == "heading_open":
-            headings.append((int(token.tag[1]), tokens[index + 1].content))
-        elif token.type == "list_item_open":
-            items.append(tokens[index + 2].content)
-        elif token.type == "tr_open":
-            row = []
-        elif token.type in ("th_open", "td_open"):
-            row.append(tokens[index + 1].content)
-        elif token.type == "tr_close":
-            rows.append(row)
-    return headings, items, rows
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
