@@ -110,8 +110,10 @@ class Robots:
         *,
         max_redirects: int = 5,
         domains: DomainPolicy | None = None,
+        queue_name: str = "",
     ) -> None:
         self._redis = redis
+        self._queue_name = queue_name
         self._hops = domain_hops(domains) if domains is not None else follow_any
         # A fetcher of its own on the shared session: the same guardian, a robots-sized byte cap.
         self._fetcher = Fetcher(session, policy, FetchLimits(MAX_BYTES, MAX_BYTES, max_redirects))
@@ -135,7 +137,7 @@ class Robots:
         local = self._parsed.get(site)
         if local is not None and local[0] > now:
             return local[1], local[2]
-        key = keys.robots(*site)
+        key = keys.robots(self._queue_name, *site)
         verdict = await self._cached(key)
         if verdict is None:
             verdict, fresh_s = await self._read(target, until)

@@ -145,7 +145,12 @@ class FetchPageTool(PageJob):
             ),
             domains=report_domains(runtime.redis, settings),
             robots=Robots(
-                runtime.redis, session, policy, settings.user_agent, domains=deployment_policy(settings)
+                runtime.redis,
+                session,
+                policy,
+                settings.user_agent,
+                domains=deployment_policy(settings),
+                queue_name=settings.queue_name,
             )
             if settings.robots
             else None,

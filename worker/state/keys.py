@@ -255,6 +255,7 @@ def domains(report_id: str) -> str:
     return f"{PREFIX}domains:{report_id}"
 
 
-def robots(host: str, port: int) -> str:
-    """One site's robots.txt verdicts as read (orjson), shared by every worker for its freshness."""
-    return f"{PREFIX}robots:{host}:{port}"
+def robots(queue_name: str, host: str, port: int) -> str:
+    """One site's robots.txt verdicts as read (orjson), shared by the queue's workers for its
+    freshness (per queue, as the page cache is: two deployments on one Redis never share one)."""
+    return f"{PREFIX}robots:{queue_name}:{host}:{port}"
