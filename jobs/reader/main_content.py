@@ -82,6 +82,7 @@ MAIN_SHARE = 0.5  # of the page's prose the choice must hold
 ARTICLE_SHARE = 0.25  # of the best container's prose the page's only <article> holds to win over it
 WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
 LINK_LISTING = 0.5  # link share of the choice's text above which it is a listing
+ORPHAN_SKIP = 2  # dropped blocks between a heading and its surviving text (a button, a lone link)
 HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
 BODY_SHARE = 0.9  # of the choice's prose its body holds
 LEFT_OUT = 2.0  # times the choice's text that may be left out when it reads like text
@@ -152,13 +153,13 @@ def select_main(reduction: Reduction) -> Selection:
     span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
     base = best.bits | _house_style(blocks, best)
     kept = [index for index in span if _keep(blocks[index], base)]
-    kept = _without_orphans(kept, blocks, weights, best.end)
+    kept = _without_orphans(kept, blocks, weights, best.end, reduction.containers)
     kept = _trim(kept, blocks, weights, base)
     body = _body(kept, reduction.containers, weights, prose, best)
     kept = _within_body(kept, blocks, weights, body)
     sole = _sole_article(reduction, best)
     kept = _with_lists(kept, blocks, weights, sole, base)
-    kept = _without_headline(kept, blocks, title)
+    kept = _without_headline(kept, blocks, title, body.start)
     chosen = [blocks[index] for index in kept]
     chosen_prose = prose[best.end] - prose[best.start]
     if sole is not None and sole.own_bits & ARTICLE and chosen_prose >= MIN_PROSE / 2:
@@ -352,12 +353,15 @@ def _merged(blocks: list[Block], kept: Sequence[int], pictures: list[tuple[int, 
     return merged
 
 
-def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:
-    """The headline goes when the title repeats it: the result carries the title beside the text."""
+def _without_headline(kept: list[int], blocks: list[Block], title: Title, body_start: int) -> list[int]:
+    """The headline goes when the title repeats it: the result carries the title beside the text.
+    It is the first heading, or one above the body (under a dateline or a print header)."""
     for position, index in enumerate(kept):
         block = blocks[index]
         if not block.bits & HEADING:
-            break
+            if index >= body_start:
+                break
+            continue
         if title.repeats(block):
             return kept[:position] + kept[position + 1 :]
     return kept
@@ -399,22 +403,83 @@ def _wrappers(reduction: Reduction) -> list[Container]:
     ]
 
 
-def _without_orphans(kept: list[int], blocks: list[Block], weights: list[float], end: int) -> list[int]:
+def _without_orphans(
+    kept: list[int], blocks: list[Block], weights: list[float], end: int, containers: list[Container]
+) -> list[int]:
     """Drop headings and short labels whose own content was dropped: "More on this", "Related
     links", "About the author" over a list of links or a byline, and the labels over those. Above
     the first paragraph the headline and standfirst stand over a dropped byline and stay; a
     picture between a heading and its text does not orphan it."""
     first_prose = next((index for index in kept if weights[index] > 0), end)
     survivors: set[int] = set()
+    scopes = _Scopes(containers)
     for index in reversed(kept):
-        if index > first_prose and _a_label(blocks[index]):
-            following = index + 1
-            while following < end and _illustration(blocks[following]):
-                following += 1
-            if following < end and following not in survivors:
+        block = blocks[index]
+        if index > first_prose and _a_label(block):
+            if not block.bits & HEADING:
+                following = index + 1
+                while following < end and _illustration(blocks[following]):
+                    following += 1
+                if following < end and following not in survivors:
+                    continue
+            elif not _heads_something(index, blocks, weights, survivors, min(end, scopes.end(block, index))):
                 continue
         survivors.add(index)
     return [index for index in kept if index in survivors]
+
+
+class _Scopes:
+    """The element a heading heads: the smallest block-level element around it that holds more
+    after it (a heading in a title wrapper heads what the wrapper's parent holds; one at the end of
+    its element heads what follows the element), or the parent of its <header> (a card's title
+    over its print button heads the card)."""
+
+    def __init__(self, containers: list[Container]) -> None:
+        self._by_id = {container.id: container for container in containers}
+
+    def end(self, block: Block, index: int) -> int:
+        container = self._by_id.get(block.parent)
+        for _ in range(64):  # a bound on the walk up; pages nest headings in a few wrappers
+            if container is None:
+                break
+            if container.end > index + 1 and container.name not in ("header", "hgroup"):
+                return container.end
+            container = self._by_id.get(container.parent)
+        return index + 1
+
+
+def _heads_something(
+    index: int, blocks: list[Block], weights: list[float], survivors: set[int], end: int
+) -> bool:
+    """Whether something a heading heads survives, before ``end`` (the end of its element) and
+    before a heading of its level or above: the next block, or one after up to ORPHAN_SKIP
+    dropped ones (a print button, a lone link, a label over it), pictures aside. A list that went
+    ("Related", "More on this") leaves it heading nothing."""
+    level = _level(blocks[index])
+    skipped = 0
+    for following in range(index + 1, end):
+        block = blocks[following]
+        if _illustration(block):
+            continue
+        if following in survivors:
+            # Over a dropped button or link, only the heading's own text counts: prose, a
+            # sentence, a subheading.
+            if skipped == 0:
+                return True
+            if block.bits & HEADING:
+                return _level(block) > level
+            return weights[following] > 0 or (not block.bits & (LIST | TABLE) and _a_sentence(block))
+        # A dropped heading takes what follows it along; a dropped list leaves nothing.
+        if skipped == ORPHAN_SKIP or block.bits & (HEADING | LIST):
+            return False
+        skipped += 1
+    return skipped == 0
+
+
+def _level(block: Block) -> int:
+    """A heading's level, 1 to 6 (a block that is no h1..h6 is read as the lowest)."""
+    kind = block.kind
+    return int(kind[1]) if len(kind) == 2 and kind[0] == "h" and kind[1] in "123456" else 6
 
 
 def _a_label(block: Block) -> bool:

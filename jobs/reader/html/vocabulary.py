@@ -46,6 +46,7 @@ ROLE_BITS = {
     "article": ARTICLE,
     "alertdialog": CONSENT,
     "dialog": CONSENT,
+    "heading": HEADING,
 }
 NAME_BITS = {
     "nav": NAV,
