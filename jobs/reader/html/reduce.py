@@ -183,6 +183,8 @@ class Reducer:
         if name in el.VOID:
             self._void(name, attrs)
             return
+        if name == "textarea" and not stack.bits & (HIDDEN | DROP) and not hiding_bits(name, attrs):
+            stack.boxes += 1
         if name in ("html", "body", "head"):
             if name != "head" and hiding_bits(name, attrs):
                 stack.hide_root()
