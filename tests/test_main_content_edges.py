@@ -123,3 +123,28 @@ async def test_a_contact_pages_intro_over_its_form_is_still_read() -> None:
     content = f"<main><h1>Contact the press office</h1><p>{intro}</p>{form}</main>"
     document = await main_of(page(content, title="Contact - Example", site_text=0))
     assert intro in document.text
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["related-work", "nav_summary", "share-results", "comments-policy"]),
+    st.sampled_from(
+        ["<p><a href='/shop/x'>Buy the kit</a></p>", "<form><button>Print</button><p>Print</p></form>"]
+    ),
+    st.booleans(),
+)
+async def test_a_heading_stays_over_its_text_whatever_its_anchor_id_says_and_over_a_lone_button(
+    anchor: str, button: str, in_header: bool
+) -> None:
+    prose = "".join(f"<p>{sentence}</p>" for sentence in SENTENCES)
+    heading = f"<h2 id={anchor}>What the quarter brought</h2>"
+    if in_header:
+        heading = f"<header>{heading}{button}</header>"
+    else:
+        heading += button
+    section = f"<section class=part>{heading}<p>{SENTENCES[0]} {SENTENCES[1]}</p></section>"
+    content = f"<article><h1>Results</h1>{prose}{section}</article>"
+    document = await main_of(page(content, title="Quarterly results - Example", site_text=0), "markdown")
+    assert document.extraction == "main"
+    assert "\n## What the quarter brought\n" in document.text
+    assert "Buy the kit" not in document.text and "Section 3" not in document.text
