@@ -83,6 +83,37 @@ def test_many_texts_on_one_blank_image_are_each_removed_and_beside_it_kept() -> 
 
 
 @pytest.mark.parametrize(
+    "media_box",
+    [
+        (-1e39, -1e39, 1e39, 1e39),
+        (0, -1e39, 612, 792),
+        (0, 0, 612, 1e39),
+        (0, 0, 612, 0),
+        (0, 0, 0.001, 0.001),
+    ],
+)
+def test_paints_are_filed_by_band_on_pages_of_any_size_and_hidden_text_is_still_found(
+    media_box: tuple[float, float, float, float],
+) -> None:
+    # Pages of unbounded or no height: the bands the fills are filed by must not lose one.
+    page = Page(
+        [Text(72, 720, VISIBLE), Rect(60, 390, 400, 30, BLACK), Text(72, 400, INJECTION)], media_box=media_box
+    )
+    reading = extract(build_pdf([page]), max_chars=40_000, cpu_budget_s=5.0)
+    assert INJECTION not in "".join(reading.texts)
+
+
+def test_a_rule_in_every_band_of_the_page_hides_the_text_on_each_one() -> None:
+    rules: list[Text | Rect | Picture | Form] = []
+    for n in range(40):
+        y = 20 + 19 * n
+        rules += [Rect(300, y - 4, 200, 16, BLACK), Text(320, y, f"hidden {n}"), Text(40, y, f"seen {n}")]
+    reading = extract(build_pdf([Page(rules)]), max_chars=40_000, cpu_budget_s=5.0)
+    assert "hidden" not in reading.texts[0]
+    assert all(f"seen {n}" in reading.texts[0] for n in range(40))
+
+
+@pytest.mark.parametrize(
     ("bound", "function"),
     [
         ("fill_color", raw.FPDFPageObj_GetFillColor),

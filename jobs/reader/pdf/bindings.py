@@ -58,7 +58,6 @@ char_box = _unchecked(raw.FPDFText_GetCharBox, _int)
 # Links.
 enumerate_links = _unchecked(raw.FPDFLink_Enumerate, _int)
 link_action = _unchecked(raw.FPDFLink_GetAction, Handle)
-action_type = _unchecked(raw.FPDFAction_GetType, ctypes.c_ulong)
 uri_path = _unchecked(raw.FPDFAction_GetURIPath, ctypes.c_ulong)  # its length: a ctypes.c_ulong
 
 

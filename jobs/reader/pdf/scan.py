@@ -44,6 +44,10 @@ MAX_OBJECTS_PER_PAGE = 50_000
 # thousands of shapes costs a bounded look per text, not one that grows with the page.
 MAX_BENEATH = 64
 WHITE_FLOOR = 255 - NEAR_WHITE
+# Paints that could be beneath text are filed by the horizontal bands of the page they cover, so a
+# text looks only at those in its centre's band: a page of many rules and many lines costs a look
+# per nearby rule, not one per rule on the page.
+BANDS = 32
 Matrix = tuple[float, float, float, float, float, float]
 Rgba = tuple[int, int, int, int]
 _UNKNOWN_MODE = raw.FPDF_TEXTRENDERMODE_UNKNOWN  # what PDFium answers for an object that is not text
@@ -91,9 +95,11 @@ class PageScan:
         self._font_size_ref = ctypes.byref(self._floats, 24)
         self._draw_modes = (ctypes.c_int * 2)()
         self._draw_mode_refs = (ctypes.byref(self._draw_modes), ctypes.byref(self._draw_modes, 4))
-        # Per fill colour: the paints so far that could make text of that colour blend in, and
-        # how many of the page's paints have been looked at for it.
-        self._blending: dict[Rgba, tuple[list[_Paint], list[int]]] = {}
+        # Per fill colour: the paints so far that could make text of that colour blend in, by
+        # band, and how many of the page's paints have been looked at for it.
+        self._blending: dict[Rgba, tuple[list[list[_Paint]], list[int]]] = {}
+        height = self.visible_box.top - self.visible_box.bottom
+        self._band_scale = BANDS / height if 0 < height < math.inf else 0.0
         self._pixels: dict[int, Pixels] = {}  # by paint order: each image decoded once per page
         self._undecided: list[tuple[int, Any, Matrix | None]] = []
         try:
@@ -139,6 +145,7 @@ class PageScan:
             self._draw_mode_refs,
         )
         page_left, page_bottom, page_right, page_top = self.visible_box
+        band_scale = self._band_scale
         form_scale = (
             1.0 if to_page is None else math.sqrt(abs(to_page[0] * to_page[3] - to_page[1] * to_page[2]))
         )
@@ -200,22 +207,52 @@ class PageScan:
                 undecided.append((order, handle, to_page))
                 continue
             # What could make text of this colour blend in: the paints so far (all drawn before
-            # it), each looked at once per fill colour however many texts of that colour follow.
+            # it), each looked at once per fill colour however many texts of that colour follow,
+            # and filed by the bands of the page's height they cover.
             fill = (r, g, b, 255)
             entry = blending.get(fill)
             if entry is None:
-                entry = blending[fill] = ([], [0])
-            candidates, looked = entry
+                entry = blending[fill] = ([[] for _ in range(BANDS)], [0])
+            bands, looked = entry
             if looked[0] < len(paints):
-                candidates.extend(paint for paint in paints[looked[0] :] if _may_blend(paint, fill))
+                # A paint beneath opaque text could make it the colour of its background when
+                # it is an image or shading (its pixels may be that colour), a translucent fill
+                # (what it composes to), or an opaque fill within NEAR_WHITE of the text's colour.
+                for paint in paints[looked[0] :]:
+                    color = paint.color
+                    if paint.image or (
+                        color is not None
+                        and (
+                            MIN_VISIBLE_ALPHA <= color[3] < 255
+                            or (
+                                color[3] == 255
+                                and -NEAR_WHITE <= color[0] - r <= NEAR_WHITE
+                                and -NEAR_WHITE <= color[1] - g <= NEAR_WHITE
+                                and -NEAR_WHITE <= color[2] - b <= NEAR_WHITE
+                            )
+                        )
+                    ):
+                        for band in self._bands(paint.box):
+                            bands[band].append(paint)
                 looked[0] = len(paints)
-            if candidates:
-                x, y = (x0 + x1) / 2, (y0 + y1) / 2
-                for paint in candidates:
-                    left, bottom, right, top = paint.box
-                    if left <= x <= right and bottom <= y <= top:
-                        undecided.append((order, handle, to_page))
-                        break
+            x, y = (x0 + x1) / 2, (y0 + y1) / 2
+            for paint in bands[min(BANDS - 1, int((y - page_bottom) * band_scale)) if band_scale else 0]:
+                left, bottom, right, top = paint.box
+                if left <= x <= right and bottom <= y <= top:
+                    undecided.append((order, handle, to_page))
+                    break
+
+    def _bands(self, box: Box) -> range:
+        """The bands of the page's height that ``box`` covers (none for a box with no extent the
+        page's text could lie in, such as one of NaN coordinates: it contains no point)."""
+        scale = self._band_scale
+        if not scale:
+            return range(1)  # a page of no height (or an unbounded one): one band
+        low = (box.bottom - self.visible_box.bottom) * scale
+        high = (box.top - self.visible_box.bottom) * scale
+        if not (low <= high and high >= 0 and low < BANDS):
+            return range(0)
+        return range(0 if low < 0 else int(low), BANDS if high >= BANDS else int(high) + 1)
 
     def _open_form(self, form: Any, to_page: Matrix | None, depth: int) -> None:
         """A form's objects in place (forms nest at most MAX_FORM_DEPTH deep)."""
@@ -319,20 +356,6 @@ class PageScan:
         call.bounds(handle, *self._float_refs)
         box = Box(*floats[:4])
         return box if form is None else _transform(box, form)
-
-
-def _may_blend(paint: _Paint, fill: Rgba) -> bool:
-    """Whether ``paint``, beneath opaque text of colour ``fill``, could make it the colour of its
-    background: an image or shading (its pixels may be that colour), a translucent fill (what it
-    composes to), or an opaque fill within NEAR_WHITE of it. A path not filled is never beneath."""
-    if paint.image:
-        return True
-    color = paint.color
-    if color is None:
-        return False
-    if color[3] != 255:
-        return color[3] >= MIN_VISIBLE_ALPHA
-    return max(abs(color[0] - fill[0]), abs(color[1] - fill[1]), abs(color[2] - fill[2])) <= NEAR_WHITE
 
 
 def _page_box(page: pdfium.PdfPage) -> Box:

@@ -206,12 +206,12 @@ def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
     position_ref, link_ref = ctypes.byref(position), ctypes.byref(link)
     # One buffer for every URI of the page: PDFium writes a URI into it only when it fits, and
     # says its size either way, so one call reads a URI that fits and skips one that does not.
-    buffer, capacity, uri_kind = _URI_BUFFER, _URI_CAPACITY, raw.PDFACTION_URI
+    buffer, capacity = _URI_BUFFER, _URI_CAPACITY
     while len(found) < MAX_URIS_PER_PAGE and call.enumerate_links(page.raw, position_ref, link_ref):
         action = call.link_action(link)
-        if not action or call.action_type(action) != uri_kind:
+        if not action:
             continue
-        size = call.uri_path(document.raw, action, buffer, capacity)
+        size = call.uri_path(document.raw, action, buffer, capacity)  # 0 for an action not a URI
         if not 1 < size <= MAX_URI_BYTES:
             continue
         # The URI is 7-bit ASCII by the standard; anything else is read byte for byte.
