@@ -85,6 +85,7 @@ class PageScan:
         self._order = -1  # the last text or paint's place in painting order
         self._paints: list[_Paint] = []
         self._paint_orders: list[int] = []  # each paint's order, for bisect
+        self._pictures: list[_Paint] = []  # the images and shadings among them
         # Out-values for PDFium's calls, made once per page with their pointers: a byref per call
         # is a measurable part of a page's cost.
         self._colors = (ctypes.c_uint * 4)()
@@ -180,6 +181,7 @@ class PageScan:
                     order = self._order = self._order + 1
                     paints.append(self._paint(order, kind, handle, to_page))
                     paint_orders.append(order)
+                    self._pictures.append(paints[-1])
                     self.images += kind == _IMAGE
                 elif kind == _TEXT:  # text PDFium knows no render mode for: judged in full
                     order = self._order = self._order + 1
@@ -305,7 +307,7 @@ class PageScan:
 
     def _image_shows(self, box: Box) -> bool:
         """Whether an image over or under the box shows something there (its pixels vary)."""
-        return any(p.image and p.box.overlaps(box) and self._flat(p, box) is None for p in self._paints)
+        return any(p.box.overlaps(box) and self._flat(p, box) is None for p in self._pictures)
 
     def _beneath(self, order: int, box: Box) -> Beneath:
         """What lies under the box's centre: the paints drawn before the text, topmost first down

@@ -199,16 +199,14 @@ def _on_page(page: object, index: int, scan: PageScan) -> bool:
 def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
     """The URIs of the page's link annotations, in annotation order (other actions are skipped)."""
     found: list[str] = []
-    if raw.FPDFPage_GetAnnotCount(page.raw) <= 0:
-        return found  # no annotation, so no link: most pages of most documents
-    position = ctypes.c_int(0)
-    link = raw.FPDF_LINK()
-    position_ref, link_ref = ctypes.byref(position), ctypes.byref(link)
+    # PDFium loads the page's annotations at the first call; a page with none answers at once.
+    position, link_ref, position_ref = _LINK_POSITION, _LINK_REF, _LINK_POSITION_REF
+    position.value = 0
     # One buffer for every URI of the page: PDFium writes a URI into it only when it fits, and
     # says its size either way, so one call reads a URI that fits and skips one that does not.
     buffer, capacity = _URI_BUFFER, _URI_CAPACITY
     while len(found) < MAX_URIS_PER_PAGE and call.enumerate_links(page.raw, position_ref, link_ref):
-        action = call.link_action(link)
+        action = call.link_action(_LINK)
         if not action:
             continue
         size = call.uri_path(document.raw, action, buffer, capacity)  # 0 for an action not a URI
@@ -220,6 +218,10 @@ def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
 
 
 _URI_CAPACITY = ctypes.c_ulong(MAX_URI_BYTES)
+# The link walk's out-values, one set for the process (a child reads one page at a time).
+_LINK_POSITION = ctypes.c_int(0)
+_LINK = raw.FPDF_LINK()
+_LINK_POSITION_REF, _LINK_REF = ctypes.byref(_LINK_POSITION), ctypes.byref(_LINK)
 _CHAR_BOX = (ctypes.c_double * 4)()
 _CHAR_BOX_REFS = tuple(ctypes.byref(_CHAR_BOX, 8 * i) for i in range(4))
 _URI_BUFFER = ctypes.create_string_buffer(MAX_URI_BYTES)
