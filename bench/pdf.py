@@ -20,8 +20,9 @@ through the worker's child pool with the 40,000-character cap, as fetch_page run
 the reader's CPU per page against (within 1.5x). ``--before REV`` also runs "ours" as git revision
 REV has it, in the same run, for a before and after.
 
-Usage: ``python bench/pdf.py [--limit N] [--corpus NAME] [--before REV]`` (``pip install -e '.[bench]'`` for
-pypdf and pdfminer.six). Skips with a message when the corpus or chromium is absent.
+Usage: ``python bench/pdf.py [--limit N] [--corpus NAME] [--before REV] [--cpu-only]`` (``pip install -e
+'.[bench]'`` for pypdf and pdfminer.six; ``--cpu-only`` runs only ours, as REV had it, and pypdfium2
+plain, for issue 39's figure). Skips with a message when the corpus or chromium is absent.
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "pypdf": with_pypdf,
     "pdfminer.six": with_pdfminer,
 }
+
+
+CPU_EXTRACTORS = ["ours (PDFium)", "pypdfium2 plain"]
 
 
 def version(name: str) -> str:
@@ -402,6 +406,11 @@ def main() -> None:
     parser.add_argument("--extractor", nargs=3, metavar=("NAME", "MANIFEST", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="run only what issue 39's CPU verdict compares: ours (and --before) and pypdfium2 plain",
+    )
+    parser.add_argument(
         "--before",
         metavar="REV",
         help="also run 'ours' as git revision REV has it (before and after, one run)",
@@ -430,10 +439,12 @@ def main() -> None:
         if not printed:
             continue
         ran = True
-        runs = [run for name in EXTRACTORS if (run := measure(name, corpus, printed)) is not None]
+        names = CPU_EXTRACTORS if args.cpu_only else list(EXTRACTORS)
+        runs = [run for name in names if (run := measure(name, corpus, printed)) is not None]
         if before is not None and (run := measure("ours (PDFium)", corpus, printed, before)) is not None:
             runs.insert(1, run)
-        runs.append(asyncio.run(measure_served(corpus, printed)))
+        if not args.cpu_only:
+            runs.append(asyncio.run(measure_served(corpus, printed)))
         report(corpus, printed, runs)
     if not ran:
         print("no corpus found: nothing measured")

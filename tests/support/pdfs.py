@@ -38,6 +38,7 @@ class Rect:
     width: float
     height: float
     color: Color = BLACK
+    outline_only: bool = False  # stroked in its colour, not filled: a frame around nothing
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,11 @@ class _Contents:
                         item.y,
                         pdf_string(item.text),
                     )
+                )
+            elif isinstance(item, Rect) and item.outline_only:
+                ops.append(
+                    b"%s RG %.2f %.2f %.2f %.2f re S"
+                    % (_rgb(item.color), item.x, item.y, item.width, item.height)
                 )
             elif isinstance(item, Rect):
                 ops.append(

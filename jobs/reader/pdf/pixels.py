@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import pypdfium2.raw as raw
 
+from jobs.reader.pdf import bindings as call
 from jobs.reader.pdf.visibility import NEAR_WHITE, Box, Rgba
 
 # Twenty-five megapixels: a page scanned at 600 dpi. Larger images are judged pictures, unread.
@@ -38,62 +41,60 @@ BYTES_PER_PIXEL = {
 
 
 class Pixels:
-    """One image's decoded pixels (or None when it cannot or should not be read)."""
+    """One image's decoded pixels (none when it cannot or should not be read). The decoded bitmap
+    is kept, not copied, until ``close``: only the rows sampled under a text are ever read."""
 
     def __init__(self, handle: Any, to_page: Matrix) -> None:
         self.width = self.height = self.stride = self.depth = 0
-        self.data: bytes | None = None
+        self._bitmap: Any = None
+        self._buffer = 0
         self._inverse = _inverse(to_page)
         width, height = ctypes.c_uint(), ctypes.c_uint()
-        if not raw.FPDFImageObj_GetImagePixelSize(handle, ctypes.byref(width), ctypes.byref(height)):
+        if not call.image_pixel_size(handle, ctypes.byref(width), ctypes.byref(height)):
             return
         if not 0 < width.value * height.value <= MAX_PIXELS:
             return
-        bitmap = raw.FPDFImageObj_GetBitmap(handle)
+        bitmap = call.image_bitmap(handle)
         if not bitmap:
             return
-        try:
-            depth = BYTES_PER_PIXEL.get(raw.FPDFBitmap_GetFormat(bitmap), 0)
-            self.width, self.height = raw.FPDFBitmap_GetWidth(bitmap), raw.FPDFBitmap_GetHeight(bitmap)
-            self.stride = raw.FPDFBitmap_GetStride(bitmap)
-            buffer = raw.FPDFBitmap_GetBuffer(bitmap)
-            if depth and buffer and self.width > 0 and self.height > 0 and self.stride >= self.width * depth:
-                self.depth = depth
-                self.data = ctypes.string_at(buffer, self.stride * self.height)
-        finally:
-            raw.FPDFBitmap_Destroy(bitmap)
+        self._bitmap = bitmap
+        depth = BYTES_PER_PIXEL.get(call.bitmap_format(bitmap), 0)
+        self.width, self.height = call.bitmap_width(bitmap), call.bitmap_height(bitmap)
+        self.stride = call.bitmap_stride(bitmap)
+        buffer = call.bitmap_buffer(bitmap)
+        if depth and buffer and self.width > 0 and self.height > 0 and self.stride >= self.width * depth:
+            self.depth = depth
+            self._buffer = buffer
+
+    def close(self) -> None:
+        if self._bitmap is not None:
+            call.bitmap_destroy(self._bitmap)
+            self._bitmap, self._buffer = None, 0
 
     def flat_color(self, box: Box) -> Rgba | None:
         """The one colour the image shows under ``box`` (page space), or None for a picture (or
         for an image that could not be read, or a box that is not over it)."""
         region = self._region(box)
-        if self.data is None or region is None:
+        if not self._buffer or region is None:
             return None
         left, top, right, bottom = region
-        low, high = [255, 255, 255], [0, 0, 0]
-        totals = [0, 0, 0]
-        count = 0
+        columns = [x * self.depth for x in _spread(left, right)]
+        # Each sampled row's values in one C call per channel: PDFium stores B, G, R, and a gray
+        # pixel is one byte that stands for all three.
+        offsets = (
+            [columns] if self.depth == 1 else [[x + 2 for x in columns], [x + 1 for x in columns], columns]
+        )
+        pickers = [itemgetter(*channel) if len(channel) > 1 else _one(channel[0]) for channel in offsets]
+        values: list[list[int]] = [[] for _ in pickers]
         for y in _spread(top, bottom):
-            row = y * self.stride
-            for x in _spread(left, right):
-                color = self._pixel(row + x * self.depth)
-                for channel in range(3):
-                    low[channel] = min(low[channel], color[channel])
-                    high[channel] = max(high[channel], color[channel])
-                    totals[channel] += color[channel]
-                count += 1
-                if any(high[c] - low[c] > NEAR_WHITE for c in range(3)):
-                    return None  # it varies under the text: a picture
-        r, g, b = (round(total / count) for total in totals)
+            row = ctypes.string_at(self._buffer + y * self.stride, self.stride)
+            for picked, pick in zip(values, pickers, strict=True):
+                picked.extend(pick(row))
+            if any(max(picked) - min(picked) > NEAR_WHITE for picked in values):
+                return None  # it varies under the text: a picture
+        count = len(values[0])
+        r, g, b = (round(sum(picked) / count) for picked in (values * 3)[:3])
         return (r, g, b, 255)
-
-    def _pixel(self, offset: int) -> tuple[int, int, int]:
-        data = self.data
-        assert data is not None
-        if self.depth == 1:
-            gray = data[offset]
-            return gray, gray, gray
-        return data[offset + 2], data[offset + 1], data[offset]  # PDFium stores B, G, R
 
     def _region(self, box: Box) -> tuple[int, int, int, int] | None:
         """The image's pixel rectangle (left, top, right, bottom; inclusive) under ``box``."""
@@ -114,6 +115,10 @@ class Pixels:
         top = min(last_y, math.floor((1 - v1) * self.height))
         bottom = min(last_y, max(top, math.ceil((1 - v0) * self.height) - 1))
         return left, top, right, bottom
+
+
+def _one(offset: int) -> Callable[[bytes], tuple[int]]:
+    return lambda row: (row[offset],)
 
 
 def _spread(first: int, last: int) -> range | list[int]:
