@@ -33,6 +33,8 @@ FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
 LONG = 60  # characters: a block this long with few links reads as prose, in any script
 LINK_DENSE = 0.5  # link share above which a block is navigation (but see PARAGRAPH_LINK_DENSE)
 ORPHAN_SKIP = 2  # dropped blocks between a heading and its surviving text (a button, a lone link)
+SCOPE_WALK = 16  # wrappers walked up from a heading at most (a title wrap, a header, a card)
+HEADS_SCAN = 64  # blocks read after a heading at most, pictures included: each label costs a bound
 HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
 HEADLINE_MIN = 10  # characters: a shorter heading is a label, whatever the title says
 TITLE_WORDS = 0.8  # share of a heading's words the title holds when it repeats the heading
@@ -171,7 +173,7 @@ class _Scopes:
 
     def end(self, block: Block, index: int) -> int:
         container = self._by_id.get(block.parent)
-        for _ in range(64):  # a bound on the walk up; pages nest headings in a few wrappers
+        for _ in range(SCOPE_WALK):
             if container is None:
                 break
             if container.end > index + 1 and container.name not in ("header", "hgroup"):
@@ -189,7 +191,7 @@ def _heads_something(
     ("Related", "More on this") leaves it heading nothing."""
     level = _level(blocks[index])
     skipped = 0
-    for following in range(index + 1, end):
+    for following in range(index + 1, min(end, index + 1 + HEADS_SCAN)):
         block = blocks[following]
         if illustration(block):
             continue

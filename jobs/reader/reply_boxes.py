@@ -66,8 +66,12 @@ def _box_blocks(blocks: list[Block], containers: list[Container]) -> set[int]:
         and prose[container.end] - prose[container.start] <= BOX_PROSE
     ]
     found: set[int] = set()
-    for container in boxes:
-        found.update(range(container.start, container.end))
+    reach = 0
+    # Outermost first: a box inside a box adds nothing, so each block is added once.
+    for container in sorted(boxes, key=lambda box: (box.start, -box.end)):
+        if container.end > reach:
+            found.update(range(max(container.start, reach), container.end))
+            reach = container.end
     return found
 
 
