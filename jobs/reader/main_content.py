@@ -31,11 +31,11 @@ agree); none names a site.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
+from jobs.reader import reply_boxes
 from jobs.reader.html.blocks import Block, Container
 from jobs.reader.html.reduce import Reduction
 from jobs.reader.html.vocabulary import (
@@ -56,17 +56,23 @@ from jobs.reader.html.vocabulary import (
     PRE,
     TABLE,
 )
+from jobs.reader.main_edges import (
+    FURNITURE,
+    LINK_DENSE,
+    LONG,
+    Title,
+    a_sentence,
+    header,
+    without_headline,
+    without_orphans,
+)
 
-# Structure that marks a block as page furniture wherever it sits.
-FURNITURE = NAV | ASIDE | FOOTER | HEADER | FORM | CONSENT | COMMENTS
 SEMANTIC_MAIN = MAIN | ARTICLE
 # Furniture an element claims by its name or role: when it holds most of the page (an ASP.NET
 # <form>, a <header> left unclosed), it is a wrapper. Comments and consent banners never are.
 WRAPPING = NAV | ASIDE | FOOTER | HEADER | FORM
 
-LONG = 60  # characters: a block this long with few links reads as prose, in any script
 LINK_POOR = 0.3  # link share of a block below which its text is its own
-LINK_DENSE = 0.5  # link share above which a block is navigation...
 PARAGRAPH_LINK_DENSE = 0.8  # ...unless it is a real paragraph ("read the full report here")
 HINTED_PROSE = 0.5  # weight of prose in a part whose class or id names furniture
 SEMANTIC_BONUS = 1.25  # weight of prose inside <main> or <article>
@@ -82,13 +88,9 @@ MAIN_SHARE = 0.5  # of the page's prose the choice must hold
 ARTICLE_SHARE = 0.25  # of the best container's prose the page's only <article> holds to win over it
 WRAPPER_SHARE = 0.5  # of the page's text a furniture element holds when it wraps the page
 LINK_LISTING = 0.5  # link share of the choice's text above which it is a listing
-HEADER_GAP = 8  # blocks between the container and its headline at most (a byline, a date...)
 BODY_SHARE = 0.9  # of the choice's prose its body holds
 LEFT_OUT = 2.0  # times the choice's text that may be left out when it reads like text
-HEADLINE_MIN = 10  # characters: a shorter heading is a label, whatever the title says
-TITLE_WORDS = 0.8  # share of a heading's words the title holds when it repeats the heading
 HOUSE_STYLE = 0.7  # share of the container's prose that carries a hint when it names them all
-SENTENCE_ENDS = (".", "!", "?", "。", "！", "？", "…", '"', "”", "»", "«", ")")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ def select_main(reduction: Reduction) -> Selection:
     blocks = _unwrapped(reduction)
     if not blocks:
         return select_full(reduction)
+    blocks = reply_boxes.marked(blocks, reduction.containers, reduction.hrefs)
     title = Title.of(reduction.title)
     teasers = _teasers(reduction, title)
     weights = _weights(blocks, teasers, title)
@@ -149,16 +152,18 @@ def select_main(reduction: Reduction) -> Selection:
         ):
             best, best_score = container, score
     best = _the_article(reduction, best, prose)
-    span = [*_header(blocks, weights, best.start), *range(best.start, best.end)]
+    head = header(blocks, weights, best.start)
+    lines = {index for index in head if weights[index] <= 0 and not blocks[index].bits & HEADING}
+    span = [*head, *range(best.start, best.end)]
     base = best.bits | _house_style(blocks, best)
     kept = [index for index in span if _keep(blocks[index], base)]
-    kept = _without_orphans(kept, blocks, weights, best.end)
+    kept = without_orphans(kept, blocks, weights, best.end, reduction.containers)
     kept = _trim(kept, blocks, weights, base)
     body = _body(kept, reduction.containers, weights, prose, best)
-    kept = _within_body(kept, blocks, weights, body)
+    kept = _within_body(kept, blocks, weights, body, lines)
     sole = _sole_article(reduction, best)
     kept = _with_lists(kept, blocks, weights, sole, base)
-    kept = _without_headline(kept, blocks, title)
+    kept = without_headline(kept, blocks, title, body.start, lines)
     chosen = [blocks[index] for index in kept]
     chosen_prose = prose[best.end] - prose[best.start]
     if sole is not None and sole.own_bits & ARTICLE and chosen_prose >= MIN_PROSE / 2:
@@ -226,39 +231,6 @@ def _with_lists(
     return sorted({*kept, *lists})
 
 
-@dataclass(frozen=True)
-class Title:
-    """The page's <title>, folded for comparison with its headings."""
-
-    folded: str
-    words: frozenset[str]
-
-    @classmethod
-    def of(cls, title: str) -> Title:
-        folded = _folded(title)
-        return cls(folded, frozenset(_WORD.findall(folded)))
-
-    def repeats(self, block: Block) -> bool:
-        """A heading the title already says, word for word or nearly (sites add their name, drop
-        a subtitle, or reword a little)."""
-        if not block.bits & HEADING:
-            return False
-        text = _folded(block.text)
-        if len(text) < HEADLINE_MIN:
-            return False
-        if text in self.folded:
-            return True
-        words = _WORD.findall(text)
-        return bool(words) and sum(word in self.words for word in words) >= TITLE_WORDS * len(words)
-
-
-_WORD = re.compile(r"\w+")
-
-
-def _folded(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def _weights(blocks: list[Block], teasers: list[int], title: Title) -> list[float]:
     weights = [weight(block) for block in blocks]
     for index, block in enumerate(blocks):
@@ -309,15 +281,18 @@ def _body(
     return body
 
 
-def _within_body(kept: list[int], blocks: list[Block], weights: list[float], body: Container) -> list[int]:
-    """Around the body, only what belongs to the article stays: before it, the headline and the
-    standfirst (a byline, a date, a kicker go); after it, tables and code. What follows the text
-    in its own element is a bio, a newsletter pitch, a donation appeal, a citation box."""
+def _within_body(
+    kept: list[int], blocks: list[Block], weights: list[float], body: Container, lines: set[int]
+) -> list[int]:
+    """Around the body, only what belongs to the article stays: before it, the headline (or title
+    line) and the standfirst (a byline, a date, a kicker go); after it, tables and code. What
+    follows the text in its own element is a bio, a newsletter pitch, a donation appeal, a
+    citation box."""
     return [
         index
         for index in kept
         if body.start <= index < body.end
-        or (index < body.start and (blocks[index].bits & HEADING or weights[index] > 0))
+        or (index < body.start and (blocks[index].bits & HEADING or weights[index] > 0 or index in lines))
         or (index >= body.end and blocks[index].bits & (TABLE | PRE))
     ]
 
@@ -350,17 +325,6 @@ def _merged(blocks: list[Block], kept: Sequence[int], pictures: list[tuple[int, 
         merged.append(blocks[index])
     merged.extend(picture for _, picture in pictures[at:])
     return merged
-
-
-def _without_headline(kept: list[int], blocks: list[Block], title: Title) -> list[int]:
-    """The headline goes when the title repeats it: the result carries the title beside the text."""
-    for position, index in enumerate(kept):
-        block = blocks[index]
-        if not block.bits & HEADING:
-            break
-        if title.repeats(block):
-            return kept[:position] + kept[position + 1 :]
-    return kept
 
 
 def _unwrapped(reduction: Reduction) -> list[Block]:
@@ -399,38 +363,6 @@ def _wrappers(reduction: Reduction) -> list[Container]:
     ]
 
 
-def _without_orphans(kept: list[int], blocks: list[Block], weights: list[float], end: int) -> list[int]:
-    """Drop headings and short labels whose own content was dropped: "More on this", "Related
-    links", "About the author" over a list of links or a byline, and the labels over those. Above
-    the first paragraph the headline and standfirst stand over a dropped byline and stay; a
-    picture between a heading and its text does not orphan it."""
-    first_prose = next((index for index in kept if weights[index] > 0), end)
-    survivors: set[int] = set()
-    for index in reversed(kept):
-        if index > first_prose and _a_label(blocks[index]):
-            following = index + 1
-            while following < end and _illustration(blocks[following]):
-                following += 1
-            if following < end and following not in survivors:
-                continue
-        survivors.add(index)
-    return [index for index in kept if index in survivors]
-
-
-def _a_label(block: Block) -> bool:
-    text = block.text.rstrip()
-    if len(text) >= LONG:
-        return False
-    if block.bits & HEADING:
-        return True
-    # A short cell, list item or line of code is content of its own, sentence or not.
-    return not block.bits & (TABLE | PRE | LIST) and not text.endswith(SENTENCE_ENDS)
-
-
-def _illustration(block: Block) -> bool:
-    return block.kind == "figcaption" or bool(block.bits & FIGURE)
-
-
 def _trim(kept: list[int], blocks: list[Block], weights: list[float], base_bits: int) -> list[int]:
     """Drop the short lines that trail the last paragraph: "Share this", "Related", "Was this
     helpful?", a photo credit, and whatever trails it in parts named like furniture (an author's
@@ -458,7 +390,7 @@ def _trim(kept: list[int], blocks: list[Block], weights: list[float], base_bits:
         block = blocks[index]
         if strict and _hinted(block, base_bits):
             continue
-        if _a_sentence(block) or (content_follows and block.bits & HEADING):
+        if a_sentence(block) or (content_follows and block.bits & HEADING):
             tail.append(index)
             content_follows = True
     return kept[: last + 1] + tail[::-1]
@@ -466,13 +398,6 @@ def _trim(kept: list[int], blocks: list[Block], weights: list[float], base_bits:
 
 def _hinted(block: Block, base_bits: int) -> bool:
     return bool(block.bits & ~base_bits & (DISCARD_HINT | BOILERPLATE_HINT))
-
-
-def _a_sentence(block: Block) -> bool:
-    if block.bits & (TABLE | PRE | LIST):
-        return True  # a closing table, code sample or list is content, sentence or not
-    text = block.text.rstrip()
-    return not block.bits & HEADING and len(text) >= 25 and text.endswith(SENTENCE_ENDS)
 
 
 def _teasers(reduction: Reduction, title: Title) -> list[int]:
@@ -502,29 +427,6 @@ def _linked_headline(block: Block) -> bool:
         return False
     length = len(block.text)
     return length >= 15 and block.link_chars > LINK_DENSE * length
-
-
-def _header(blocks: list[Block], weights: list[float], start: int) -> list[int]:
-    """The article's own blocks just before the container: prose that runs into it (a standfirst,
-    a lead set apart) and the headings above, up to the headline, over a byline, a date or a
-    picture in between, which stay out."""
-    taken: list[int] = []
-    gap = 0
-    index = start - 1
-    while index >= 0 and gap < HEADER_GAP:
-        block = blocks[index]
-        if block.bits & FURNITURE or block.link_chars > len(block.text) * LINK_DENSE:
-            break
-        heading = bool(block.bits & HEADING)
-        if heading or (weights[index] > 0 and gap == 0):
-            taken.append(index)
-            gap = 0
-            if heading and weights[index] <= 0:
-                break  # a short headline tops the article
-        else:
-            gap += 1
-        index -= 1
-    return taken[::-1]
 
 
 def _keep(block: Block, base_bits: int) -> bool:

@@ -64,6 +64,7 @@ class Container:
     id: int
     parent: int  # id of the innermost block-level element around it (0: the document)
     own_bits: int  # the bits it added itself, not inherited
+    boxes: int = 0  # places to write inside it (<textarea>): a reply form, a contact form
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ class Open:
     children: int = 0  # elements opened directly inside it so far (counted for MathML layout)
     frame: Frame | None = None  # the innermost list, quote or table part it is in (structure.py)
     link: int = -1  # the link it is in: an index into the reduction's hrefs, or -1
+    boxes: int = 0  # places to write met before it opened (OpenElements.boxes)
 
 
 class OpenElements:
@@ -55,6 +56,7 @@ class OpenElements:
         self.counts: dict[str, int] = {}  # open elements by name, so a stray end tag costs nothing
         self.root_bits = 0  # what <html> or <body> attributes do to the whole document
         self._next_id = 1
+        self.boxes = 0  # places to write (<textarea>) met so far: a container holds the difference
 
     @property
     def bits(self) -> int:
@@ -97,6 +99,7 @@ class OpenElements:
                 0,
                 frame,
                 link,
+                self.boxes,
             )
         )
         self.counts[name] = self.counts.get(name, 0) + 1
@@ -131,6 +134,7 @@ class OpenElements:
                         entry.block_id,
                         entry.parent_id,
                         entry.bits & ~parent_bits,
+                        self.boxes - entry.boxes,
                     )
                 )
         at = self.context

@@ -31,6 +31,7 @@ from jobs.reader.html.vocabulary import (
     CONTENT_HINT,
     DROP,
     HEADER,
+    HEADING,
     HIDDEN,
     LINK,
     MAIN,
@@ -182,6 +183,8 @@ class Reducer:
         if name in el.VOID:
             self._void(name, attrs)
             return
+        if name == "textarea" and not stack.bits & (HIDDEN | DROP) and not hiding_bits(name, attrs):
+            stack.boxes += 1
         if name in ("html", "body", "head"):
             if name != "head" and hiding_bits(name, attrs):
                 stack.hide_root()
@@ -214,7 +217,9 @@ class Reducer:
                 own |= DROP
         elif name == "option":
             own = self._selects.option_bits(own, attrs)
-        if name == "header" and not own & (ARTICLE | MAIN):
+        if name == "header" and not own & (ARTICLE | MAIN) and not stack.counts.get("section"):
+            # A <header> inside sectioning content heads that section (a recipe card's title, a
+            # chapter's heading), as ARIA reads it; only the page's own is its banner.
             own |= HEADER
         if not own & DROP:
             if "hidden" in attrs and name in el.BLOCK:
@@ -229,6 +234,8 @@ class Reducer:
         elif name in el.CELLS:
             self._writer.boundary("\t")
             kind = name
+        if own & HEADING and kind is name and name not in el.HEADINGS:
+            kind = _heading_kind(attrs, self._at.kind)
         # What Markdown needs: the list, quote or table part it opens, and the link it is.
         frame = self._frames.open(name, attrs, self._at.frame) if name in STRUCTURAL else None
         link = None
@@ -238,7 +245,7 @@ class Reducer:
             # Two links in a row to the same href are two links: their parity tells them apart.
             link = -1 if number < 0 else 2 * number + (self._anchors & 1)
             self._anchors += 1
-        stack.push(name, own, kind, kind is name, 0, frame, link)
+        stack.push(name, own, kind, name in el.BLOCK or name in el.CELLS, 0, frame, link)
         if segment is not None:
             self._streamed.segments[segment] = stack.entries[-1].block_id
         if name == "select":
@@ -273,7 +280,9 @@ class Reducer:
         if attrs.get("itemprop", "").lower() == "articlebody":
             own |= CONTENT_HINT
         if name in HINTED:
-            names = attrs.get("class", "") + " " + attrs.get("id", "")
+            # A heading's id is its anchor, a slug of what it says ("related-work", "nav_summary"):
+            # only its class names its part.
+            names = attrs.get("class", "") + " " + ("" if name in el.HEADINGS else attrs.get("id", ""))
             if len(names) > 1:
                 hint = self._hint_cache.get(names)
                 if hint is None:
@@ -327,6 +336,16 @@ class Reducer:
                 tokenizer.state = tokenizer.rawtextState
         elif name == "plaintext":
             tokenizer.state = tokenizer.plaintextState
+
+
+def _heading_kind(attrs: dict[str, str], around: str) -> str:
+    """The heading a block-level element is: its own ``role=heading`` at its ``aria-level`` (2 when
+    none, as ARIA says), else the heading it sits in (a ``<div>`` inside an ``<h1>`` is that
+    heading's text, as a browser shows it)."""
+    if attrs.get("role", "").strip().lower() == "heading":
+        level = attrs.get("aria-level", "").strip()
+        return f"h{min(6, max(1, int(level)))}" if level.isdigit() and len(level) < 3 else "h2"
+    return around if around in el.HEADINGS else "h2"
 
 
 def _shown(attrs: dict[str, str]) -> dict[str, str]:

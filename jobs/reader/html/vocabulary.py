@@ -32,6 +32,8 @@ QUOTE = 1 << 21
 FIGURE = 1 << 22
 COMMENTS = 1 << 23
 DISCARD_HINT = 1 << 24
+EMPHASIS = 1 << 25  # inside <b>, <strong> or <big>: a line set in bold may be a title line
+TITLE_HINT = 1 << 26  # a class or id that names a title or headline
 
 ROLE_BITS = {
     "navigation": NAV,
@@ -46,6 +48,7 @@ ROLE_BITS = {
     "article": ARTICLE,
     "alertdialog": CONSENT,
     "dialog": CONSENT,
+    "heading": HEADING,
 }
 NAME_BITS = {
     "nav": NAV,
@@ -74,6 +77,9 @@ NAME_BITS = {
     "plaintext": PRE,
     "textarea": PRE,
     "code": CODE,
+    "b": EMPHASIS,
+    "strong": EMPHASIS,
+    "big": EMPHASIS,
 }
 
 # Class and id words that mark page furniture or the article, in the spirit of Readability's
@@ -107,6 +113,8 @@ DISCARD_PARTS = re.compile(
 COMMENT_WORDS = re.compile(
     r"(?:^|[^a-z])(?:comments?|comment-?list|commentlist|disqus|respond|replies|reply)(?:$|[^a-z])"
 )
+# A part named for a title ("entry-title", "headline", "page_heading"): the line it holds tops what follows.
+TITLE_NAMES = re.compile(r"(?:^|[^a-z])(?:title|headline|heading)s?(?:$|[^a-z])")
 CONSENT_WORDS = re.compile(r"cookie|consent|gdpr|cmp-|onetrust|didomi|usercentrics|cookiebot|privacy-?banner")
 
 
@@ -126,4 +134,6 @@ def hint_bits(names: str) -> int:
         bits |= COMMENTS
     if DISCARD_PARTS.search(lowered):
         bits |= DISCARD_HINT
+    if TITLE_NAMES.search(lowered):
+        bits |= TITLE_HINT
     return bits
