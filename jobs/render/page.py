@@ -70,7 +70,7 @@ class RenderBounds:
 @dataclass
 class Rendered:
     html: bytes  # the serialized DOM, UTF-8, at most dom_bytes
-    truncated: bool  # cut at dom_bytes, or read before the page settled its requests
+    truncated: bool  # cut at dom_bytes, or read before the page loaded (not merely before it settled)
     hidden_removed: int  # characters the browser's computed style hides
     egress: EgressLog
     peak_memory_bytes: int
@@ -173,9 +173,9 @@ class PageRenderer:
         settle: Settle,
     ) -> tuple[str, int, bool, bool, bytes | None]:
         """Load, wait until settled, read while the screenshot is taken; every wait within what is
-        left before ``deadline`` (loop time), keeping enough for the read. A navigation the page makes of
-        itself is followed and the page read where it ends (a read its navigation interrupted is
-        made again there)."""
+        left before ``deadline`` (loop time), keeping enough for the read. A navigation the page
+        makes of itself is followed and the page read where it ends (a read its navigation
+        interrupted is made again there)."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
