@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobs.render.page import reserves
 from worker.config import ConfigError, RenderMode, Settings
 
 
@@ -54,3 +55,14 @@ def test_the_quiet_window_before_a_render_is_read_is_200_ms_unless_set() -> None
 
 def test_the_render_queue_follows_the_queue() -> None:
     assert Settings.from_env({"RESEARCH_QUEUE": "q1"}).render_queue == "q1:render"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "read_s", "close_s"),
+    [(1.0, 1.5, 0.5), (10.0, 1.5, 0.8), (20.0, 1.6, 1.6), (50.0, 4.0, 4.0), (600.0, 5.0, 5.0)],
+)
+def test_a_render_keeps_back_a_share_of_its_time_for_the_read_and_the_close(
+    seconds: float, read_s: float, close_s: float
+) -> None:
+    # 8 % of the time for each, at least 1.5 s to read and 0.5 s to close, at most 5 s each.
+    assert reserves(seconds) == pytest.approx((read_s, close_s))

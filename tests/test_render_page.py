@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator
 
@@ -10,11 +12,23 @@ import pytest_asyncio
 from playwright.async_api import Playwright
 
 from jobs.reader.document import build_document
+from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.page import PageRenderer, Rendered
+from jobs.render.pool import Browsers, Held
 from tests.support.hostile_render import APP_SHELL, APP_TEXT, Traps, hostile_world, resolver
-from tests.support.rendering import bounds, driver, measured_pace_s, needs_chromium, renderer, scaled_s
+from tests.support.rendering import (
+    CHROMIUM,
+    POLICY,
+    bounds,
+    driver,
+    measured_pace_s,
+    needs_chromium,
+    renderer,
+    scaled_s,
+)
 from tests.support.tls import TestCA
 from worker.errors import Timeout, UnsupportedContentType
+from worker.guardian.egress_proxy import EgressBounds
 
 pytestmark = needs_chromium
 
@@ -113,6 +127,41 @@ async def test_a_page_that_never_finishes_loading_is_read_as_far_as_it_got(ca: T
     rendered = await world.render(page, seconds=7)
     assert b"Early text." in rendered.html
     assert rendered.truncated  # read before the page settled
+
+
+class _SlowToClose(Browsers):
+    """Browsers whose hand-back takes ``close_s`` more: a loaded machine's close, made certain."""
+
+    close_s = 2.0
+
+    @contextlib.asynccontextmanager
+    async def browser(self, bounds: EgressBounds, limits: Limits, watch: Watch) -> AsyncIterator[Held]:
+        async with super().browser(bounds, limits, watch) as held:
+            yield held
+        await asyncio.sleep(self.close_s)
+
+
+async def test_a_read_that_ends_on_time_is_not_lost_to_a_slow_close(
+    ca: TestCA, playwright: Playwright, world: Traps
+) -> None:
+    # The page never finishes loading, so its wait lasts as long as the render lets it; the read
+    # after it must leave the browser's close its own time within the bound. A close of 2 s fits in
+    # what a 14 s render keeps back (1.5 s to read, 1.12 s to close), not in the 1.5 s it once kept.
+    assert CHROMIUM is not None
+    launcher = BrowserLauncher(CHROMIUM, str(ca.bundle))
+    pages = PageRenderer(
+        playwright, launcher, POLICY, resolver(), _SlowToClose(playwright, launcher, POLICY, resolver())
+    )
+    page = '<html><body><p>Early text.</p><img src="/hang.png"></body></html>'
+    rendered = await pages.render(
+        f"{world.site}/page",
+        page.encode(),
+        "text/html; charset=utf-8",
+        bounds(world.site_port),
+        scaled_s(14, world.pace_s),
+    )
+    assert b"Early text." in rendered.html
+    assert rendered.truncated
 
 
 @pytest.mark.chaos  # the proxy's own bound is tested without a browser (tests/test_egress_proxy.py)

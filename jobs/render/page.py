@@ -47,15 +47,27 @@ if TYPE_CHECKING:
 
     from worker.guardian.policy import AddressPolicy
 
-# Of the render's wall clock: what is kept back from the load for the read; the longest wait
-# after load for the page to settle (settle.py); the bound on reading the DOM back.
+# Of the render's wall clock: what is kept back from the load for the read (at least, and a share
+# of the whole, since a loaded machine slows the read as much as the load); what is kept back at
+# the end for handing the browser back (the same way); the longest wait after load for the page
+# to settle (settle.py); the bound on reading the DOM back.
 READ_RESERVE_S = 1.5
+CLOSE_RESERVE_S = 0.5
+RESERVE_SHARE = 0.08
+RESERVE_MAX_S = 5.0
 LATE_S = 0.5  # an error this close to the deadline is the deadline's
 QUIET_MAX_S = 2.0
 READ_S = 3.0
 MAX_REREADS = 2  # reads a navigation may interrupt
 REFUSED_QUIET_S = 0.5  # after a refused navigation, for the requests the page's scripts still make
 HTTPS = "https:"
+
+
+def reserves(seconds: float) -> tuple[float, float]:
+    """Of a render given ``seconds``: what is kept back from the page's load for reading it, and
+    what is kept back from both for handing its browser back."""
+    share = seconds * RESERVE_SHARE
+    return min(RESERVE_MAX_S, max(READ_RESERVE_S, share)), min(RESERVE_MAX_S, max(CLOSE_RESERVE_S, share))
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,10 @@ class PageRenderer:
         """Raise Timeout when the page did not let itself be read in time, UnsupportedContentType
         when it needed more memory than a render may have (its renderer crashed or was killed)."""
         started = time.monotonic()
-        deadline = asyncio.get_running_loop().time() + seconds
+        # The page's own time ends early enough to read it and close its browser before ``seconds``:
+        # a read that ends on time is never lost to the hard bound around the close.
+        read_reserve, close_reserve = reserves(seconds)
+        deadline = asyncio.get_running_loop().time() + seconds - close_reserve
         egress = EgressBounds(bounds.max_requests, bounds.max_bytes, bounds.ports)
         limits = Limits(seconds, bounds.memory_bytes)
         watch = Watch()
@@ -122,7 +137,7 @@ class PageRenderer:
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
                     html, hidden, cut, settled, shot = await self._load_and_read(
-                        page, url, bounds, deadline, moves, settle
+                        page, url, bounds, deadline, moves, settle, read_reserve
                     )
                 egress_log = held.proxy.log  # its final counts, once the browser is gone
         except TimeoutError:
@@ -171,11 +186,12 @@ class PageRenderer:
         deadline: float,
         moves: Navigations,
         settle: Settle,
+        read_reserve: float,
     ) -> tuple[str, int, bool, bool, bytes | None]:
         """Load, wait until settled, read while the screenshot is taken; every wait within what is
-        left before ``deadline`` (loop time), keeping enough for the read. A navigation the page
-        makes of itself is followed and the page read where it ends (a read its navigation
-        interrupted is made again there)."""
+        left before ``deadline`` (loop time), keeping ``read_reserve`` for the read. A navigation
+        the page makes of itself is followed and the page read where it ends (a read its
+        navigation interrupted is made again there)."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
@@ -186,31 +202,31 @@ class PageRenderer:
             # To its commit only: Playwright's wait for "load" would outlast a load that a
             # refused navigation (answered 204) left it unsure of; the page's own load events
             # are counted instead (``moves``).
-            await page.goto(url, wait_until="commit", timeout=left(READ_RESERVE_S) * 1000)
+            await page.goto(url, wait_until="commit", timeout=left(read_reserve) * 1000)
         except Exception:
             committed = False  # a crashed renderer fails the read below
         for _ in range(MAX_NAVIGATIONS + 2 + MAX_REREADS):
             settled = committed
             if committed and moves.pending:
-                settled = await moves.until_loaded(left(READ_RESERVE_S))
+                settled = await moves.until_loaded(left(read_reserve))
             if not settled:
                 # A page that never finishes loading is read as far as it got; one that stayed
                 # after a refused navigation once its document is parsed and quiet a moment.
                 if committed and moves.refused:
                     # Playwright's own load states stay unsure after a refused navigation: the
                     # document's readiness is asked instead.
-                    settled = await _until_parsed(page, left(READ_RESERVE_S))
-                    await asyncio.sleep(min(REFUSED_QUIET_S, left(READ_RESERVE_S)))
+                    settled = await _until_parsed(page, left(read_reserve))
+                    await asyncio.sleep(min(REFUSED_QUIET_S, left(read_reserve)))
                 else:
                     with contextlib.suppress(Exception):  # at least the document, if time allows
                         await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
             else:
                 # The requests its scripts start after load (the app's data) and what they write:
                 # until neither for the quiet window, or the bound (settle.py).
-                await settle.until_settled(min(QUIET_MAX_S, left(READ_RESERVE_S)))
+                await settle.until_settled(min(QUIET_MAX_S, left(read_reserve)))
                 if not moves.pending and not waited_refresh:
                     waited_refresh = True
-                    await _wait_for_refresh(page, moves, left(READ_RESERVE_S + READ_S))
+                    await _wait_for_refresh(page, moves, left(read_reserve + READ_S))
                 if moves.pending:
                     continue  # it navigated again while quiet: read the page it went to
             # Beside the read, which leaves the page as it is (it serializes a copy).
@@ -226,7 +242,7 @@ class PageRenderer:
                     "the page's scripts did not let it be read (its main thread stayed busy)"
                 ) from None
             except Exception:
-                if not moves.followed or loop.time() >= deadline - READ_RESERVE_S:
+                if not moves.followed or loop.time() >= deadline - read_reserve:
                     raise
                 continue  # the page left under the read (a navigation): read where it went
             finally:
