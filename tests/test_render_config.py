@@ -37,11 +37,20 @@ def test_any_other_render_mode_is_a_configuration_error_naming_the_variable(raw:
         ("RESEARCH_RENDER_MAX_REQUESTS", "-1"),
         ("RESEARCH_RENDER_MAX_BYTES", "0"),
         ("RESEARCH_RENDER_MEMORY_MB", "32"),
+        ("RESEARCH_RENDER_QUIET_S", "0"),
+        ("RESEARCH_RENDER_QUIET_S", "-0.2"),
+        ("RESEARCH_RENDER_QUIET_S", "1.5"),
+        ("RESEARCH_RENDER_QUIET_S", "soon"),
     ],
 )
-def test_render_bounds_must_be_positive_integers(variable: str, bad: str) -> None:
+def test_render_bounds_must_be_positive_and_within_their_range(variable: str, bad: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{variable}: "):
         Settings.from_env({variable: bad})
+
+
+def test_the_quiet_window_before_a_render_is_read_is_200_ms_unless_set() -> None:
+    assert Settings.from_env({}).render_quiet_s == 0.2
+    assert Settings.from_env({"RESEARCH_RENDER_QUIET_S": "0.5"}).render_quiet_s == 0.5
 
 
 def test_the_render_queue_follows_the_queue() -> None:

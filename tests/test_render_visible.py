@@ -14,11 +14,15 @@ import pytest_asyncio
 from playwright.async_api import Playwright
 
 from jobs.reader.document import build_document
+from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.page import Rendered
+from jobs.render.pool import Browsers
+from jobs.render.visible import READ_DOM
 from tests.support.hidden_render import HIDDEN, SHOWN, VISIBLE, chars, page, phrases
 from tests.support.hostile_render import resolver
-from tests.support.rendering import bounds, driver, needs_chromium, renderer
+from tests.support.rendering import CHROMIUM, POLICY, bounds, driver, needs_chromium, renderer
 from tests.support.tls import TestCA
+from worker.guardian.egress_proxy import EgressBounds
 
 pytestmark = needs_chromium
 
@@ -84,3 +88,22 @@ async def test_the_reader_of_the_rendered_page_gets_none_of_the_hidden_text(
     )
     assert SHOWN in document.text
     assert "secret" not in document.text.lower()
+
+
+async def test_the_read_leaves_the_page_itself_as_it_was(ca: TestCA, playwright: Playwright) -> None:
+    """The screenshot is taken while the DOM is read: the read drops the hidden text from a copy."""
+    assert CHROMIUM is not None
+    browsers = Browsers(playwright, BrowserLauncher(CHROMIUM, str(ca.bundle)), POLICY, resolver())
+    limits = EgressBounds(max_requests=0, max_bytes=0, ports=frozenset())
+    async with browsers.browser(limits, Limits(20.0, 2**30), Watch()) as held:
+        live = held.context.pages[0]
+        await live.set_content(page(HIDDEN))  # about:blank's content: nothing is fetched
+        before = await live.evaluate("document.documentElement.outerHTML")
+        html, hidden, _ = await live.evaluate(READ_DOM, 2_000_000)
+        after = await live.evaluate("document.documentElement.outerHTML")
+    await browsers.stop()
+    secrets = [phrase for _, markup in HIDDEN.values() for phrase in phrases(markup)]
+    assert all(secret in before for secret in secrets)  # the page had them
+    assert not any(secret in html for secret in secrets) and SHOWN in html  # the read dropped them
+    assert hidden == sum(chars(secret) for secret in secrets)
+    assert after == before  # and the page still has every one

@@ -17,9 +17,10 @@ table here, then the proxy:
   opens tunnels only to hosts the page's own requests named here, so the browser's background
   traffic (sign-in, updates), which no flag quite silences, goes nowhere.
 
-The page gets until its ``load`` (bounded), then a short quiet period for the requests its scripts
-start, then its DOM is read: what its computed style and layout hide from a reader is removed and
-its characters counted (visible.py), and the HTML is serialized, cut at the byte cap.
+The page gets until its ``load`` (bounded), then until it settles (settle.py: no request in flight
+and no change to its DOM for a quiet window, bounded), then its DOM is read: what its computed
+style and layout hide from a reader is removed and its characters counted (visible.py), and the
+HTML is serialized, cut at the byte cap; the screenshot is taken at the same time (screenshot.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from jobs.render import screenshot
 from jobs.render.browser import BrowserLauncher, Limits, Watch
 from jobs.render.navigation import MAX_NAVIGATIONS, REFRESH_DELAY, REFRESH_WAIT_S, Navigations
 from jobs.render.pool import Browsers
+from jobs.render.settle import QUIET_S, Settle
 from jobs.render.visible import READ_DOM
 from worker.errors import GuardianRefusal, ResearchError, Timeout, UnsupportedContentType
 from worker.guardian.egress_proxy import EgressBounds, EgressLog
@@ -47,8 +49,8 @@ if TYPE_CHECKING:
 
 # Of the render's wall clock: what is kept back from the load for the read (at least, and a share
 # of the whole, since a loaded machine slows the read as much as the load); what is kept back at
-# the end for handing the browser back (the same way); the longest wait after load for its
-# scripts' requests; the bound on reading the DOM back.
+# the end for handing the browser back (the same way); the longest wait after load for the page
+# to settle (settle.py); the bound on reading the DOM back.
 READ_RESERVE_S = 1.5
 CLOSE_RESERVE_S = 0.5
 RESERVE_SHARE = 0.08
@@ -80,7 +82,7 @@ class RenderBounds:
 @dataclass
 class Rendered:
     html: bytes  # the serialized DOM, UTF-8, at most dom_bytes
-    truncated: bool  # cut at dom_bytes, or read before the page settled its requests
+    truncated: bool  # cut at dom_bytes, or read before the page loaded (not merely before it settled)
     hidden_removed: int  # characters the browser's computed style hides
     egress: EgressLog
     peak_memory_bytes: int
@@ -99,8 +101,10 @@ class PageRenderer:
         policy: AddressPolicy,
         resolver: AbstractResolver | None = None,
         browsers: Browsers | None = None,
+        quiet_s: float = QUIET_S,
     ) -> None:
         self._policy = policy
+        self._quiet_s = quiet_s  # the settle rule's quiet window (RESEARCH_RENDER_QUIET_S)
         self._resolver = resolver
         # The browsers launched ahead (jobs/render/pool.py), or one launched per render.
         self._browsers = browsers or Browsers(playwright, launcher, policy, resolver)
@@ -128,11 +132,12 @@ class PageRenderer:
                     page.on("crash", lambda _: refused.append("crash"))
                     moves = Navigations(self._policy, self._resolver, bounds.ports)
                     page.on("load", lambda _: moves.on_load())
+                    settle = Settle(page, self._quiet_s)
                     router = _Router(page, body, content_type, refused, held.asked, moves)
                     await page.route("**/*", router.handle)
                     await page.route_web_socket("**/*", router.handle_web_socket)
                     html, hidden, cut, settled, shot = await self._load_and_read(
-                        page, url, bounds, deadline, moves, read_reserve
+                        page, url, bounds, deadline, moves, settle, read_reserve
                     )
                 egress_log = held.proxy.log  # its final counts, once the browser is gone
         except TimeoutError:
@@ -180,12 +185,13 @@ class PageRenderer:
         bounds: RenderBounds,
         deadline: float,
         moves: Navigations,
+        settle: Settle,
         read_reserve: float,
     ) -> tuple[str, int, bool, bool, bytes | None]:
-        """Load, wait for quiet, take the screenshot, read; every wait within what is left before
-        ``deadline`` (loop time), keeping ``read_reserve`` for the read. A navigation the page makes of
-        itself is followed and the page read where it ends (a read its navigation interrupted is
-        made again there)."""
+        """Load, wait until settled, read while the screenshot is taken; every wait within what is
+        left before ``deadline`` (loop time), keeping ``read_reserve`` for the read. A navigation
+        the page makes of itself is followed and the page read where it ends (a read its
+        navigation interrupted is made again there)."""
         loop = asyncio.get_running_loop()
 
         def left(keep: float) -> float:
@@ -215,23 +221,22 @@ class PageRenderer:
                     with contextlib.suppress(Exception):  # at least the document, if time allows
                         await page.wait_for_load_state("domcontentloaded", timeout=left(0.5) * 1000)
             else:
-                # The requests its scripts start after load (the app's data): until none was in
-                # flight for 500 ms, or the bound.
-                with contextlib.suppress(Exception):
-                    await page.wait_for_load_state(
-                        "networkidle", timeout=min(QUIET_MAX_S, left(read_reserve)) * 1000
-                    )
+                # The requests its scripts start after load (the app's data) and what they write:
+                # until neither for the quiet window, or the bound (settle.py).
+                await settle.until_settled(min(QUIET_MAX_S, left(read_reserve)))
                 if not moves.pending and not waited_refresh:
                     waited_refresh = True
                     await _wait_for_refresh(page, moves, left(read_reserve + READ_S))
                 if moves.pending:
                     continue  # it navigated again while quiet: read the page it went to
-            shot = await screenshot.take(page, left(read_reserve) - 0.2)
+            # Beside the read, which leaves the page as it is (it serializes a copy).
+            shooting = asyncio.ensure_future(screenshot.take(page, left(LATE_S)))
             # A page whose scripts hold its main thread forever never answers: the read has its own bound.
             try:
                 html, hidden, cut = await asyncio.wait_for(
                     page.evaluate(READ_DOM, bounds.dom_bytes), min(READ_S, left(0.1))
                 )
+                shot = await shooting
             except TimeoutError:
                 raise Timeout(
                     "the page's scripts did not let it be read (its main thread stayed busy)"
@@ -240,6 +245,8 @@ class PageRenderer:
                 if not moves.followed or loop.time() >= deadline - read_reserve:
                     raise
                 continue  # the page left under the read (a navigation): read where it went
+            finally:
+                shooting.cancel()  # when the read failed: a picture of nothing read is not kept
             if page.url.startswith("chrome-error:"):
                 raise UnsupportedContentType(
                     f"the page navigated itself to {moves.followed[-1]}, which could not be loaded"

@@ -88,7 +88,9 @@ class RenderPageTool(PageJob):
         self._browsers = browsers_for(
             self._playwright, launcher, policy, self._resolver, runtime, min(settings.max_jobs, RENDER_SLOTS)
         )
-        self._renderer = PageRenderer(self._playwright, launcher, policy, self._resolver, self._browsers)
+        self._renderer = PageRenderer(
+            self._playwright, launcher, policy, self._resolver, self._browsers, settings.render_quiet_s
+        )
         self._fetcher = Fetcher(
             guarded_session(settings, policy, self._resolver), policy, fetch_limits(settings)
         )

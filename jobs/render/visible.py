@@ -16,7 +16,9 @@ characters (whitespace collapsed) counted as ``hidden_removed``, as the static r
 
 Kept: small but readable fonts, light text on a dark background, sticky and fixed headers, text
 scrolled out of view inside a scrolling container, closed ``<details>`` (a click shows it), form
-controls' text. Judgements are made before anything is removed, so a removal cannot move another.
+controls' text. Judgements are made before anything is removed, so a removal cannot move another;
+the removals are made in a copy of the document, which is what is serialized (the page itself is
+left as it is, for the screenshot taken at the same time).
 """
 
 from __future__ import annotations
@@ -208,10 +210,25 @@ READ_DOM = """
       if (gone) unseen.push(text);
     }
   }
-  for (const element of drop) element.remove();
-  for (const text of unseen) { hidden += chars(text.data); text.remove(); }
+  for (const text of unseen) hidden += chars(text.data);
+  // Removed from a copy in a document of its own (no browsing context: nothing in it loads or
+  // runs), not from the page: the screenshot taken beside this read sees the page untouched.
+  const inert = document.implementation.createHTMLDocument("");
+  const copy = inert.importNode(root, true);
+  const gone = new Set([...drop, ...unseen]);
+  if (gone.size) {
+    const live = document.createTreeWalker(root, NodeFilter.SHOW_ALL);
+    const copied = inert.createTreeWalker(copy, NodeFilter.SHOW_ALL);
+    const removals = [];
+    for (let a = live.currentNode, b = copied.currentNode; a && b; ) {
+      if (gone.has(a)) removals.push(b);
+      a = live.nextNode();
+      b = copied.nextNode();
+    }
+    for (const node of removals) node.remove();
+  }
   const doctype = document.doctype ? "<!DOCTYPE html>" : "";
-  const html = doctype + document.documentElement.outerHTML;
+  const html = doctype + copy.outerHTML;
   return [html.length > cap ? html.slice(0, cap) : html, hidden, html.length > cap];
 }
 """

@@ -14,6 +14,7 @@ import pytest
 
 from jobs.render.browser import BrowserLauncher
 from jobs.render.page import PageRenderer, RenderBounds
+from jobs.render.settle import QUIET_S
 from tests.support.fake_dns import FakeResolver
 from tests.support.tls import TestCA
 from worker.guardian.policy import AddressPolicy
@@ -55,9 +56,12 @@ async def driver() -> AsyncIterator[Playwright]:
         yield playwright
 
 
-def renderer(playwright: Playwright, ca: TestCA, resolver: FakeResolver) -> PageRenderer:
+def renderer(
+    playwright: Playwright, ca: TestCA, resolver: FakeResolver, quiet_s: float = QUIET_S
+) -> PageRenderer:
     assert CHROMIUM is not None
-    return PageRenderer(playwright, BrowserLauncher(CHROMIUM, str(ca.bundle)), POLICY, resolver)
+    launcher = BrowserLauncher(CHROMIUM, str(ca.bundle))
+    return PageRenderer(playwright, launcher, POLICY, resolver, quiet_s=quiet_s)
 
 
 # A render's deadline in the browser tests is what it needs on a quiet machine, stretched by how much

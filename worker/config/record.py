@@ -124,6 +124,9 @@ class Settings:
     render_max_bytes: int = 16_777_216  # bytes one render's connections may carry, both ways
     render_memory_mb: int = 1024  # the browser's whole process tree, resident
     render_warm: int = 2  # browsers a render worker keeps launched ahead (one per render slot); 0: none
+    # A rendered page is read once no request of it was in flight, nor its DOM changed, this long
+    # after its load (jobs/render/settle.py).
+    render_quiet_s: float = 0.2
     # `research-worker mcp --http` (docs/mcp.md): the tokens file is read when that server starts.
     mcp_tokens_file: str | None = None
     mcp_origins: tuple[str, ...] = ()
@@ -267,6 +270,7 @@ class Settings:
             render_max_bytes=e.integer("RESEARCH_RENDER_MAX_BYTES", cls.render_max_bytes, minimum=1),
             render_memory_mb=e.integer("RESEARCH_RENDER_MEMORY_MB", cls.render_memory_mb, minimum=64),
             render_warm=e.integer("RESEARCH_RENDER_WARM", cls.render_warm, minimum=0, maximum=8),
+            render_quiet_s=e.seconds("RESEARCH_RENDER_QUIET_S", cls.render_quiet_s, maximum=1.0),
             mcp_tokens_file=e.text("RESEARCH_MCP_TOKENS_FILE"),
             mcp_origins=e.parse("RESEARCH_MCP_ORIGINS", (), origins),
             mcp_rate_per_minute=e.integer("RESEARCH_MCP_RATE_PER_MIN", cls.mcp_rate_per_minute, minimum=1),
