@@ -80,30 +80,44 @@ def payload_digest(body: bytes) -> str:
     return str(digester)
 
 
-def fetch_file(capture: Capture, final_id: str, stamp: Stamp, original: Original | None = None) -> bytes:
+def fetch_file(
+    capture: Capture,
+    final_id: str,
+    stamp: Stamp,
+    original: Original | None = None,
+    digest: str | None = None,
+) -> bytes:
     """A ``warcinfo``, then every hop of a fetch as request/response pairs; the last response has
-    ``final_id``, and is a revisit of ``original`` when that is given (the same payload, stored once)."""
+    ``final_id``, and is a revisit of ``original`` when that is given (the same payload, stored once).
+    ``digest``, the final payload's (``payload_digest``) when the writer took it already, is not
+    taken again."""
     out = io.BytesIO()
     info_id = _warcinfo(out, final_id, stamp)
     for position, hop in enumerate(capture.hops):
         last = position == len(capture.hops) - 1
         response_id = final_id if last else new_record_id()
+        known = digest if last else None
         if last and original is not None:
-            response = _revisit(hop, response_id, original, stamp, info_id)
+            response = _revisit(hop, response_id, original, stamp, info_id, known)
         else:
-            response = _response(hop, response_id, stamp, info_id)
+            response = _response(hop, response_id, stamp, info_id, known)
         _write(out, response)
         _write(out, _request(hop, response_id, stamp, info_id))
     return out.getvalue()
 
 
 def rendered_file(
-    capture: Capture, final_id: str, stamp: Stamp, dom: bytes, original: Original | None = None
+    capture: Capture,
+    final_id: str,
+    stamp: Stamp,
+    dom: bytes,
+    original: Original | None = None,
+    digest: str | None = None,
 ) -> bytes:
     """A render's document exchange (as ``fetch_file``), then the text the browser read (the
     serialized DOM after its scripts ran) as a ``conversion`` record that refers to the response."""
     out = io.BytesIO()
-    out.write(fetch_file(capture, final_id, stamp, original))
+    out.write(fetch_file(capture, final_id, stamp, original, digest))
     final = capture.final
     headers = _stamped(stamp, None)
     headers.update(
@@ -160,10 +174,12 @@ def _common(hop: Hop, record_id: str, stamp: Stamp, info_id: str) -> dict[str, s
     return headers
 
 
-def _response(hop: Hop, record_id: str, stamp: Stamp, info_id: str) -> Any:
+def _response(hop: Hop, record_id: str, stamp: Stamp, info_id: str, digest: str | None) -> Any:
     headers = _common(hop, record_id, stamp, info_id)
     if hop.truncated is not None:
         headers["WARC-Truncated"] = hop.truncated
+    if digest is not None:
+        headers["WARC-Payload-Digest"] = digest  # warcio takes only the block's then
     body = hop.body()
     return _builder().create_warc_record(
         hop.url,
@@ -175,13 +191,15 @@ def _response(hop: Hop, record_id: str, stamp: Stamp, info_id: str) -> Any:
     )
 
 
-def _revisit(hop: Hop, record_id: str, original: Original, stamp: Stamp, info_id: str) -> Any:
+def _revisit(
+    hop: Hop, record_id: str, original: Original, stamp: Stamp, info_id: str, digest: str | None
+) -> Any:
     headers = _common(hop, record_id, stamp, info_id)
     headers["WARC-Refers-To"] = f"<{original.record}>"
     body = hop.body()
     return _builder().create_revisit_record(
         hop.url,
-        payload_digest(body),
+        digest or payload_digest(body),
         original.uri,
         original.date,
         http_headers=_RawHead(kept_length(hop.response_head, len(body))),
