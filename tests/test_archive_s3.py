@@ -134,3 +134,34 @@ async def test_a_throttle_or_a_5xx_is_tried_once_more_and_a_refusal_is_not(
                 await store.close()
     assert len(seen) == requests
     assert all(value.startswith("AWS4-HMAC-SHA256 Credential=testing/") for value in seen)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "base"),
+    [
+        (None, "https://evidence.s3.eu-west-1.amazonaws.com/"),
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000/evidence/"),
+    ],
+)
+async def test_the_put_goes_where_botocore_s_would_signed_for_its_region(
+    endpoint: str | None, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiobotocore.session import get_session
+
+    from worker.archive.signed_put import SignedPut
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "a",
+        "AWS_SECRET_ACCESS_KEY": "b",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    session = get_session()
+    async with session.create_client("s3", endpoint_url=endpoint) as client:
+        put = await SignedPut.open(session, client, "evidence", timeouts=(1.0, 1.0))  # sends nothing
+        try:
+            assert (put._base, put._region) == (base, "eu-west-1")
+        finally:
+            await put.close()

@@ -54,10 +54,7 @@ class SignedPut:
         cls, session: AioSession, client: Any, bucket: str, *, timeouts: tuple[float, float]
     ) -> SignedPut:
         """Raises botocore's errors (the caller words them) when the URL or credentials are not to be had."""
-        url = await client.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": PROBE})
-        base = str(url).split("?", 1)[0]
-        if not base.endswith("/" + PROBE):
-            raise StoreFailed("the object store's URL could not be worked out")
+        base, region = await _botocore_target(client, bucket)
         credentials = await session.get_credentials()
         if credentials is None:
             raise StoreFailed("the object store refused to write (no credentials)")
@@ -70,8 +67,7 @@ class SignedPut:
             trust_env=True,  # HTTP(S)_PROXY, as botocore honours them
             auto_decompress=False,
         )
-        region = client.meta.region_name or "us-east-1"
-        return cls(base.removesuffix(PROBE), region, credentials, http)
+        return cls(base, region, credentials, http)
 
     async def __call__(self, key: str, data: bytes) -> str | None:
         quoted = quote(key, safe="/~")
@@ -107,6 +103,36 @@ class SignedPut:
 
     async def close(self) -> None:
         await self._http.close()
+
+
+class _Seen(Exception):
+    """What botocore was about to send, caught before it went."""
+
+
+async def _botocore_target(client: Any, bucket: str) -> tuple[str, str]:
+    """The URL up to the key, and the signing region, of a PUT as botocore builds it for this
+    client (its endpoint rules: path or virtual-host style, the regional host): one PUT is built
+    and signed, and stopped before it is sent."""
+
+    def stop(request: Any, **_: Any) -> None:
+        raise _Seen(str(request.url), request.headers.get("Authorization", b""))
+
+    client.meta.events.register_first("before-send.s3.PutObject", stop)
+    try:
+        await client.put_object(Bucket=bucket, Key=PROBE, Body=b"", IfNoneMatch="*")
+    except _Seen as seen:
+        url, authorization = seen.args
+    else:
+        raise StoreFailed("the object store's URL could not be worked out")
+    finally:
+        client.meta.events.unregister("before-send.s3.PutObject", stop)
+    text = (
+        authorization.decode("ascii", "replace") if isinstance(authorization, bytes) else str(authorization)
+    )
+    scope = re.search(r"Credential=[^/]+/\d{8}/([^/]+)/s3/aws4_request", text)
+    if scope is None or not url.endswith("/" + PROBE):
+        raise StoreFailed("the object store's URL could not be worked out")
+    return url.removesuffix(PROBE), scope.group(1)
 
 
 def host_header(scheme: str, host: str, port: int | None) -> str:
