@@ -21,6 +21,7 @@ import re
 import ssl
 from typing import Any
 from urllib.parse import quote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 from aiobotocore.session import AioSession
@@ -45,6 +46,10 @@ class SignedPut:
         parts = urlsplit(base)
         self._host = host_header(parts.scheme, parts.hostname or "", parts.port)
         self._path = parts.path
+        # HTTP(S)_PROXY and NO_PROXY, as botocore honours them, read once (aiohttp's trust_env
+        # would also look in ~/.netrc, in a thread, on every request).
+        bypass = proxy_bypass(parts.hostname or "")
+        self._proxy = None if bypass else getproxies().get(parts.scheme)
         self._region = region
         self._credentials = credentials
         self._http = http
@@ -64,7 +69,6 @@ class SignedPut:
         http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=context),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s),
-            trust_env=True,  # HTTP(S)_PROXY, as botocore honours them
             auto_decompress=False,
         )
         return cls(base, region, credentials, http)
@@ -83,7 +87,7 @@ class SignedPut:
                 "PUT", self._path + quoted, headers, frozen, self._region, dt.datetime.now(dt.UTC)
             )
             try:
-                async with self._http.put(url, data=data, headers=headers) as response:
+                async with self._http.put(url, data=data, headers=headers, proxy=self._proxy) as response:
                     if response.status == 200:
                         return None
                     detail = await response.content.read(MAX_ERROR_BYTES)
