@@ -7,8 +7,11 @@ shared files, instance roles), so none is ever in this project's configuration o
 The client is aiobotocore: botocore's own request signing, retries and error model (the reference
 implementation every S3-compatible service is tested against) on top of aiohttp, which this
 worker already runs; obstore is fast but brings a second HTTP stack in Rust with its own TLS and
-retry settings to keep in line. A record is created with ``If-None-Match: *`` where the service
-honours it, so an existing record is never overwritten; its key is a fresh UUID in any case.
+retry settings to keep in line. The exception is a record's PUT, the one request per fetch:
+``worker.archive.signed_put`` signs it (SigV4, tested against botocore's signer) and sends it on
+aiohttp, to the URL and with the credentials the client has, since the client's generic path cost
+the event loop a millisecond a record. A record is created with ``If-None-Match: *`` where the
+service honours it, so an existing record is never overwritten; its key is a fresh UUID in any case.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from worker.archive.ids import RECORDS
+from worker.archive.signed_put import SignedPut
 from worker.archive.store import StoreFailed
 
 # aiobotocore's client is built from botocore's service model at run time: untyped here.
@@ -39,6 +43,8 @@ class S3Store:
         self.endpoint = endpoint
         self._stack = contextlib.AsyncExitStack()
         self._client: S3Client = None
+        self._session: AioSession | None = None
+        self._put: SignedPut | None = None
 
     @property
     def where(self) -> str:
@@ -56,9 +62,21 @@ class S3Store:
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
             )
-            creator = get_session().create_client("s3", endpoint_url=self.endpoint, config=config)
+            self._session = get_session()
+            creator = self._session.create_client("s3", endpoint_url=self.endpoint, config=config)
             self._client = await self._stack.enter_async_context(creator)
         return self._client
+
+    async def _putter(self) -> SignedPut:
+        if self._put is None:
+            s3 = await self._s3()
+            assert self._session is not None
+            async with _failing("write"):
+                self._put = await SignedPut.open(
+                    self._session, s3, self.bucket, timeouts=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+                )
+            self._stack.push_async_callback(self._put.close)
+        return self._put
 
     @property
     def identity(self) -> str:
@@ -68,9 +86,10 @@ class S3Store:
         return f"{self.prefix}{key}"
 
     async def create(self, key: str, data: bytes) -> None:
-        s3 = await self._s3()
-        async with _failing("write"):
-            await s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+        put = await self._putter()
+        code = await put(self._key(key), data)
+        if code is not None:
+            raise refusal(code, "write")
 
     async def stream(self, key: str) -> AsyncIterator[bytes]:
         s3 = await self._s3()
@@ -113,7 +132,7 @@ class S3Store:
 
     async def close(self) -> None:
         await self._stack.aclose()
-        self._client = None
+        self._client = self._session = self._put = None
 
 
 @contextlib.asynccontextmanager
@@ -122,14 +141,18 @@ async def _failing(doing: str) -> AsyncIterator[None]:
     try:
         yield
     except ClientError as exc:
-        code = str(exc.response.get("Error", {}).get("Code", "error"))
-        if code in ("NoSuchKey", "404"):
-            raise StoreFailed("no such key") from None
-        if code in ("PreconditionFailed", "ConditionalRequestConflict"):
-            raise StoreFailed("the file exists already") from None
-        shown = code if code.isalnum() and len(code) <= 64 else "an error"
-        raise StoreFailed(f"the object store refused to {doing} ({shown})") from None
+        raise refusal(str(exc.response.get("Error", {}).get("Code", "error")), doing) from None
     except (BotoCoreError, OSError) as exc:
         raise StoreFailed(
             f"the object store could not be reached to {doing} ({type(exc).__name__})"
         ) from None
+
+
+def refusal(code: str, doing: str) -> StoreFailed:
+    """The service's error code as a StoreFailed (a code that is not a plain word is not shown)."""
+    if code in ("NoSuchKey", "404"):
+        return StoreFailed("no such key")
+    if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+        return StoreFailed("the file exists already")
+    shown = code if code.isalnum() and len(code) <= 64 else "an error"
+    return StoreFailed(f"the object store refused to {doing} ({shown})")

@@ -448,11 +448,10 @@ class Archive:
         stamp = self._stamp(item)
         rendering = item.rendering
         if rendering is None:
-            data = await asyncio.to_thread(fetch_file, capture, item.record, stamp, original)
+            data = await asyncio.to_thread(fetch_file, capture, item.record, stamp, original, digest)
         else:
-            data = await asyncio.to_thread(
-                rendered_file, capture, item.record, stamp, masked(self._secrets, rendering.dom), original
-            )
+            dom = masked(self._secrets, rendering.dom)
+            data = await asyncio.to_thread(rendered_file, capture, item.record, stamp, dom, original, digest)
             if rendering.screenshot is not None and rendering.screenshot_record is not None:
                 at = final.at if final is not None else item.at
                 url = final.url if final is not None else ""
