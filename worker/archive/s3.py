@@ -8,9 +8,9 @@ The client is aiobotocore: botocore's own request signing, retries and error mod
 implementation every S3-compatible service is tested against) on top of aiohttp, which this
 worker already runs; obstore is fast but brings a second HTTP stack in Rust with its own TLS and
 retry settings to keep in line. The exception is a record's PUT, the one request per fetch:
-``worker.archive.signed_put`` signs it (SigV4, tested against botocore's signer) and sends it on
-aiohttp, to the URL and with the credentials the client has, since the client's generic path cost
-the event loop a millisecond a record. A record is created with ``If-None-Match: *`` where the
+``worker.archive.signed_put`` has botocore's S3 signer sign it and sends it on aiohttp, to the URL
+and with the credentials the client has, since the client's generic path cost the event loop a
+millisecond a record. A record is created with ``If-None-Match: *`` where the
 service honours it, so an existing record is never overwritten; its key is a fresh UUID in any case.
 """
 
