@@ -81,7 +81,8 @@ def test_whitespace_around_a_value_is_ignored_and_underscores_group_digits(name:
     # value itself grouped ("1_025" for a minimum of 1,024).
     accepted(name, "1_0" if b.minimum <= 10 <= b.maximum else f"{value:_}" if value >= 1000 else str(value))
     if not b.integer:
-        accepted(name, "1.5")
+        # A fraction in bounds: 1.5, or halfway for a setting whose bounds are narrower.
+        accepted(name, "1.5" if b.minimum <= 1.5 <= b.maximum else str((b.minimum + b.maximum) / 2))
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if not NUMBERS[n].integer])
