@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobs.reader import markdown_escape as escape
@@ -149,6 +149,8 @@ def _in_last_tenth(offset: int, size: int) -> range:
 
 
 @given(PROSE, st.integers(20, 400), st.booleans())
+# A stop just before the last tenth whose space lies inside it: that sentence's end, not a word's.
+@example("[ [, [[, [[[ [[[, [[[[, [[[[[, [[[[[[.\n\n[[[[[[[ [[[[[[[[[[, [[[[[[[[[[[[[[. [ [ ", 20, False)
 def test_a_piece_ends_at_the_best_boundary_in_its_last_tenth_and_the_pieces_still_join(
     whole: str, size: int, markdown: bool
 ) -> None:

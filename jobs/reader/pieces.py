@@ -65,7 +65,9 @@ def boundary(whole: str, start: int, end: int) -> int:
     if (at := whole.rfind("\n\n", max(start, floor - 2), end)) >= 0 and at + 2 >= floor:
         return at + 2
     last = None
-    for last in _SENTENCE_END.finditer(whole, floor - 1, end):  # noqa: B007  # the last one
+    # From a little before the tenth: a sentence's stop may sit just before it with the space that
+    # ends the sentence inside it (closers and spaces longer than MAX_BACKOFF fall to the word rule).
+    for last in _SENTENCE_END.finditer(whole, max(start, floor - 1 - MAX_BACKOFF), end):  # noqa: B007
         pass
     if last is not None and last.end() >= floor:
         return last.end()
