@@ -46,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -157,8 +158,9 @@ def ours(body: bytes) -> str:
     return "\n\n".join(text for text in reading.texts if text)
 
 
-def plain_pdfium(body: bytes) -> str:
-    """pypdfium2's own text extraction, page by page, no hidden-text checks: the floor of the cost."""
+def plain_pdfium(body: bytes, also: Callable[[Any, Any], None] | None = None) -> str:
+    """pypdfium2's own text extraction, page by page, no hidden-text checks: the anchor of the cost.
+    ``also(document, page)`` runs on each page while it is open (the floor's calls)."""
     import pypdfium2 as pdfium
 
     document = pdfium.PdfDocument(body)
@@ -167,6 +169,8 @@ def plain_pdfium(body: bytes) -> str:
         for page in document:
             textpage = page.get_textpage()
             texts.append(textpage.get_text_range())
+            if also is not None:
+                also(document, page)
             textpage.close()
             page.close()
         return "\n\n".join(texts)
@@ -181,7 +185,7 @@ def checks_floor(body: bytes) -> str:
     Forms are not opened, and the text is not cleaned: a floor, never above the true one."""
     import ctypes
 
-    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
 
     from jobs.reader.pdf import bindings as call
     from jobs.reader.pdf.text import _uris
@@ -193,34 +197,27 @@ def checks_floor(body: bytes) -> str:
     matrix_ref, size_ref = ctypes.byref(floats), ctypes.byref(floats, 24)
     modes = (ctypes.c_int * 2)()
     mode_refs = [ctypes.byref(modes), ctypes.byref(modes, 4)]
-    document = pdfium.PdfDocument(body)
-    try:
-        texts = []
-        for page in document:
-            textpage = page.get_textpage()
-            texts.append(textpage.get_text_range())
-            for index in range(call.count_objects(page.raw)):
-                handle = call.get_object(page.raw, index)
-                if call.render_mode(handle) != -1:  # text
-                    call.fill_color(handle, *color_refs)
-                    call.bounds(handle, *float_refs)
-                    call.font_size(handle, size_ref)
-                    call.matrix(handle, matrix_ref)
-                    continue
-                kind = call.object_type(handle)
-                if kind == 2:  # a path
-                    call.draw_mode(handle, *mode_refs)
-                    call.fill_color(handle, *color_refs)
-                    call.bounds(handle, *float_refs)
-                elif kind == 3:  # an image
-                    call.bounds(handle, *float_refs)
-                    call.matrix(handle, matrix_ref)
-            _uris(document, page)
-            textpage.close()
-            page.close()
-        return "\n\n".join(texts)
-    finally:
-        document.close()
+
+    def calls(document: Any, page: Any) -> None:
+        for index in range(call.count_objects(page.raw)):
+            handle = call.get_object(page.raw, index)
+            if call.render_mode(handle) != raw.FPDF_TEXTRENDERMODE_UNKNOWN:  # text
+                call.fill_color(handle, *color_refs)
+                call.bounds(handle, *float_refs)
+                call.font_size(handle, size_ref)
+                call.matrix(handle, matrix_ref)
+                continue
+            kind = call.object_type(handle)
+            if kind == raw.FPDF_PAGEOBJ_PATH:
+                call.draw_mode(handle, *mode_refs)
+                call.fill_color(handle, *color_refs)
+                call.bounds(handle, *float_refs)
+            elif kind == raw.FPDF_PAGEOBJ_IMAGE:
+                call.bounds(handle, *float_refs)
+                call.matrix(handle, matrix_ref)
+        _uris(document, page)
+
+    return plain_pdfium(body, calls)
 
 
 def with_pypdf(body: bytes) -> str:
