@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from tests.support.archive import make_bucket, moto_s3
+from tests.support.archive import aws_environment, make_bucket, moto_s3
 from tests.support.sigv4 import Received, Verdict, verify
 from worker.archive.s3 import S3Store
 from worker.archive.signed_put import host_header
@@ -237,14 +237,7 @@ async def test_the_put_goes_where_botocore_s_would_signed_for_its_region(
 
     from worker.archive.signed_put import SignedPut
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "a",
-        "AWS_SECRET_ACCESS_KEY": "b",
-        "AWS_DEFAULT_REGION": "eu-west-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
+    aws_environment(monkeypatch, key="a", secret="b", region="eu-west-1")
     session = get_session()
     async with session.create_client("s3", endpoint_url=endpoint) as client:
         put = await SignedPut.open(session, client, "evidence", timeouts=(1.0, 1.0))  # sends nothing

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_main_content_classes import MENU, SENTENCES, SITE_TEXT, main_of
+from tests.test_main_content_classes import SENTENCES, main_of, shell
 
 TITLE = "Annual report of the board for 2023"
 # Each way a page writes its title line, with the Markdown prefix it must come out with.
@@ -34,15 +34,6 @@ REPLY_BOX = (
 )
 
 
-def page(content: str, *, title: str, site_text: int) -> str:
-    blurb = "".join(f"<div class=site-info><p>{SITE_TEXT}</p></div>" for _ in range(site_text))
-    return (
-        f"<html><head><title>{title}</title></head><body>"
-        f"<div class=top><ul>{MENU}</ul></div>{content}<div class=bottom>{blurb}<ul>{MENU}</ul></div>"
-        "</body></html>"
-    )
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted(TITLE_LINES)),
@@ -61,7 +52,7 @@ async def test_a_reports_title_line_before_its_body_is_kept_and_marked_as_the_pa
     body = f"<p>{' '.join(text)}</p>" if one_paragraph else "".join(f"<p>{s}</p>" for s in text)
     date = "<div>12 May 2024</div>" if dated else ""
     content = f"<{wrapper} class=report>{line}{date}<div class=text>{body}</div></{wrapper}>"
-    document = await main_of(page(content, title="Example Holdings", site_text=0), "markdown")
+    document = await main_of(shell(content, title="Example Holdings", site_text=0), "markdown")
     assert document.extraction == "main"
     assert f"\n{prefix}{TITLE}\n" in f"\n{document.text}\n"
     assert all(sentence in document.text for sentence in text)
@@ -74,7 +65,7 @@ async def test_a_title_line_the_page_title_repeats_goes_like_a_headline(form: st
     line, _ = TITLE_LINES[form]
     text = " ".join(SENTENCES[:sentences])
     content = f"<div class=report>{line}<div class=text><p>{text}</p></div></div>"
-    document = await main_of(page(content, title=f"{TITLE} - Example Holdings", site_text=1), "markdown")
+    document = await main_of(shell(content, title=f"{TITLE} - Example Holdings", site_text=1), "markdown")
     assert document.extraction == "main"
     assert TITLE not in document.text and text in document.text
 
@@ -85,7 +76,7 @@ async def test_a_bold_byline_under_a_headline_stays_out(sentences: int, bold: st
     text = " ".join(SENTENCES[:sentences])
     byline = f"<p><{bold}>By Ann Smith, Springfield</{bold}></p>"
     content = f"<div class=head><h1>{TITLE}</h1>{byline}</div><div class=text><p>{text}</p></div>"
-    document = await main_of(page(content, title="Example Holdings", site_text=1), "markdown")
+    document = await main_of(shell(content, title="Example Holdings", site_text=1), "markdown")
     assert document.extraction == "main"
     assert f"# {TITLE}" in document.text and text in document.text
     assert "Ann Smith" not in document.text
@@ -107,7 +98,7 @@ async def test_a_reply_box_or_sign_in_notice_is_never_chosen_over_a_short_articl
     article = f"<div class=a>{head}<p>{text}</p></div>"
     box = f"<div class={name}>{REPLY_BOX if kind == 'reply box' else f'<p>{NOTICE}</p>'}</div>"
     content = box + article if before else article + box
-    document = await main_of(page(content, title="Quarterly results - Example", site_text=0))
+    document = await main_of(shell(content, title="Quarterly results - Example", site_text=0))
     assert document.extraction == "main"
     assert text in document.text
     assert "Leave a Reply" not in document.text and "log in" not in document.text
@@ -121,7 +112,7 @@ async def test_a_contact_pages_intro_over_its_form_is_still_read() -> None:
     )
     form = "<form><p>Message</p><textarea></textarea></form>"
     content = f"<main><h1>Contact the press office</h1><p>{intro}</p>{form}</main>"
-    document = await main_of(page(content, title="Contact - Example", site_text=0))
+    document = await main_of(shell(content, title="Contact - Example", site_text=0))
     assert intro in document.text
 
 
@@ -144,7 +135,7 @@ async def test_a_heading_stays_over_its_text_whatever_its_anchor_id_says_and_ove
         heading += button
     section = f"<section class=part>{heading}<p>{SENTENCES[0]} {SENTENCES[1]}</p></section>"
     content = f"<article><h1>Results</h1>{prose}{section}</article>"
-    document = await main_of(page(content, title="Quarterly results - Example", site_text=0), "markdown")
+    document = await main_of(shell(content, title="Quarterly results - Example", site_text=0), "markdown")
     assert document.extraction == "main"
     assert "\n## What the quarter brought\n" in document.text
     assert "Buy the kit" not in document.text and "Section 3" not in document.text

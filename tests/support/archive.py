@@ -23,20 +23,26 @@ class S3Server:
     endpoint: str
 
 
+def aws_environment(monkeypatch: pytest.MonkeyPatch, *, key: str, secret: str, region: str) -> None:
+    """Throwaway credentials and a region where botocore's standard chain reads them, and nothing
+    else of the caller's AWS set-up (no profile, session token or endpoint override)."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": key,
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_DEFAULT_REGION": region,
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @contextlib.contextmanager
 def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     """moto's S3 as a real HTTP server on 127.0.0.1, with throwaway credentials in the environment
     botocore reads (its standard chain)."""
     from moto.server import ThreadedMotoServer
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
+    aws_environment(monkeypatch, key="testing", secret="testing", region="us-east-1")
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
