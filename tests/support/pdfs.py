@@ -29,6 +29,7 @@ class Text:
     color: Color = BLACK
     mode: int = 0  # the text render mode: 0 fill, 3 invisible, 7 clip only
     font: str = "F1"  # F2 maps the bytes 1..4 to invisible characters (see FORMAT_CHARACTERS)
+    alpha: float = 1.0  # its opacity (fill and stroke), through an ExtGState
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Rect:
     height: float
     color: Color = BLACK
     outline_only: bool = False  # stroked in its colour, not filled: a frame around nothing
+    alpha: float = 1.0  # its opacity, through an ExtGState
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,17 @@ class Form:
     matrix: tuple[float, float, float, float, float, float] = (1, 0, 0, 1, 0, 0)
 
 
-Item = Text | Rect | Picture | Form
+@dataclass(frozen=True)
+class Shade:
+    """A box painted with a shading (a grey gradient, the ``sh`` operator): a picture, not a fill."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+Item = Text | Rect | Picture | Shade | Form
 
 
 @dataclass
@@ -160,6 +172,15 @@ class _Contents:
         self.compress = compress
         self.forms: list[int] = []
         self.blanks: list[int] = []  # 1x1 images, one per Picture with a colour: /Blank1, /Blank2...
+        self.opacities: list[float] = []  # ExtGStates, one per opacity other than 1: /GS1, /GS2...
+
+    def translucent(self, operators: bytes, alpha: float) -> bytes:
+        """``operators`` painted at opacity ``alpha`` (unchanged at 1)."""
+        if alpha == 1.0:
+            return operators
+        if alpha not in self.opacities:
+            self.opacities.append(alpha)
+        return b"q /GS%d gs %s Q" % (self.opacities.index(alpha) + 1, operators)
 
     def blank(self, color: Color) -> int:
         pixel = bytes(round(channel * 255) for channel in color)
@@ -179,27 +200,33 @@ class _Contents:
         ops: list[bytes] = []
         for item in items:
             if isinstance(item, Text):
-                ops.append(
-                    b"BT /%s %.2f Tf %d Tr %s rg %.2f %.2f Td %s Tj ET"
-                    % (
-                        item.font.encode(),
-                        item.size,
-                        item.mode,
-                        _rgb(item.color),
-                        item.x,
-                        item.y,
-                        pdf_string(item.text),
-                    )
+                text = b"BT /%s %.2f Tf %d Tr %s rg %s RG %.2f %.2f Td %s Tj ET" % (
+                    item.font.encode(),
+                    item.size,
+                    item.mode,
+                    _rgb(item.color),
+                    _rgb(item.color),
+                    item.x,
+                    item.y,
+                    pdf_string(item.text),
                 )
-            elif isinstance(item, Rect) and item.outline_only:
-                ops.append(
-                    b"%s RG %.2f %.2f %.2f %.2f re S"
-                    % (_rgb(item.color), item.x, item.y, item.width, item.height)
-                )
+                ops.append(self.translucent(text, item.alpha))
             elif isinstance(item, Rect):
+                paint = b"RG" if item.outline_only else b"rg"
+                operator = b"S" if item.outline_only else b"f"
+                rect = b"%s %s %.2f %.2f %.2f %.2f re %s" % (
+                    _rgb(item.color),
+                    paint,
+                    item.x,
+                    item.y,
+                    item.width,
+                    item.height,
+                    operator,
+                )
+                ops.append(self.translucent(rect, item.alpha))
+            elif isinstance(item, Shade):
                 ops.append(
-                    b"%s rg %.2f %.2f %.2f %.2f re f"
-                    % (_rgb(item.color), item.x, item.y, item.width, item.height)
+                    b"q %.2f %.2f %.2f %.2f re W n /Sh1 sh Q" % (item.x, item.y, item.width, item.height)
                 )
             elif isinstance(item, Picture):
                 name = b"Im1" if item.color is None else b"Blank%d" % self.blank(item.color)
@@ -285,9 +312,16 @@ def build_pdf(
         )
     forms = b"".join(b" /Fm%d %d 0 R" % (n, ref) for n, ref in enumerate(contents.forms, start=1))
     forms += b"".join(b" /Blank%d %d 0 R" % (n, ref) for n, ref in enumerate(contents.blanks, start=1))
+    states = b"".join(
+        b" /GS%d << /Type /ExtGState /ca %.3f /CA %.3f >>" % (n, alpha, alpha)
+        for n, alpha in enumerate(contents.opacities, start=1)
+    )
     writer.put(
         resources,
-        b"<< /Font << /F1 %d 0 R /F2 %d 0 R >> /XObject << /Im1 %d 0 R%s >> >>" % (font, font2, image, forms),
+        b"<< /Font << /F1 %d 0 R /F2 %d 0 R >> /XObject << /Im1 %d 0 R%s >> /ExtGState <<%s >>"
+        b" /Shading << /Sh1 << /ShadingType 2 /ColorSpace /DeviceGray /Coords [0 0 612 792]"
+        b" /Function << /FunctionType 2 /Domain [0 1] /C0 [0] /C1 [1] /N 1 >> >> >> >>"
+        % (font, font2, image, forms, states),
     )
     refs = b" ".join(b"%d 0 R" % kid for kid in kids)
     writer.put(tree, b"<< /Type /Pages /Kids [" + refs + b"] /Count %d >>" % len(kids))

@@ -1,10 +1,13 @@
 """One walk over a PDF page's objects (into forms), judging each text object once by the rules of
 ``visibility``: which text objects are hidden, and which straddle the page's edge.
 
-It runs for every object of every page, so its common case is written for cost: most text is
-filled, opaque, dark enough, on the page, large enough, with nothing under it that could be its
-colour, and is settled during the walk itself from six PDFium calls (``_walk``). Only the
-rest is judged in full (``judge``) once every paint of the page is known.
+It runs for every object of every page, so it is written for cost. The reader walks in C
+(``_walk.c``, bound in ``native``): one call per page settles every text object the rules would
+find seen without reading an image's pixels, and hands back the rest with the page's paints. Only
+that rest is judged here, in full (``judge``). ``_walk`` is the same walk in Python, with a
+narrower fast path (plainly seen text: filled, opaque, dark enough, on the page, large enough, with
+nothing drawn before it under its centre that could be its colour); it is the reference the C walk
+is tested against, and reaches the same verdicts.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
 from jobs.reader.pdf import bindings as call
+from jobs.reader.pdf.native import walk as native_walk
 from jobs.reader.pdf.pixels import Pixels
 from jobs.reader.pdf.visibility import (
     BARE_PAGE,
@@ -76,7 +80,9 @@ class _Paint(NamedTuple):
 class PageScan:
     """The page's hidden text objects (by address, with why) and those that straddle its edge."""
 
-    def __init__(self, page: pdfium.PdfPage) -> None:
+    def __init__(self, page: pdfium.PdfPage, *, native: bool = True) -> None:
+        """``native``: walk the objects in C (``_walk.c``), as the reader does; False walks them in
+        Python (``_walk``), the reference the C walk is tested against."""
         self.visible_box = _page_box(page)
         self.images = 0
         self.hidden: dict[int, Hidden] = {}
@@ -86,8 +92,29 @@ class PageScan:
         self._paints: list[_Paint] = []
         self._paint_orders: list[int] = []  # each paint's order, for bisect
         self._pictures: list[_Paint] = []  # the images and shadings among them
-        # Out-values for PDFium's calls, made once per page with their pointers: a byref per call
-        # is a measurable part of a page's cost.
+        self._pixels: dict[int, Pixels] = {}  # by paint order: each image decoded once per page
+        self._undecided: list[tuple[int, Any, Matrix | None]] = []
+        try:
+            if native:
+                self._walk_natively(page)
+            else:
+                self._out_values()
+                # Per fill colour: the paints so far that could make text of that colour blend in,
+                # by band, and how many of the page's paints have been looked at for it.
+                self._blending: dict[Rgba, tuple[list[list[_Paint]], list[int]]] = {}
+                height = self.visible_box.top - self.visible_box.bottom
+                self._band_scale = BANDS / height if 0 < height < math.inf else 0.0
+                self._walk(page.raw, call.count_objects(page.raw), None, None, 0)
+            if self._undecided and native:
+                self._out_values()
+            for order, handle, form in self._undecided:
+                self._judge(order, handle, form)
+        finally:
+            self.close()
+
+    def _out_values(self) -> None:
+        """Out-values for PDFium's calls from Python, made once per page with their pointers (a
+        byref per call is a measurable part of a page's cost); most pages, settled in C, need none."""
         self._colors = (ctypes.c_uint * 4)()
         self._color_refs = tuple(ctypes.byref(self._colors, 4 * i) for i in range(4))
         self._floats = (ctypes.c_float * 7)()  # bounds or a matrix (a to f), then a font size
@@ -96,19 +123,6 @@ class PageScan:
         self._font_size_ref = ctypes.byref(self._floats, 24)
         self._draw_modes = (ctypes.c_int * 2)()
         self._draw_mode_refs = (ctypes.byref(self._draw_modes), ctypes.byref(self._draw_modes, 4))
-        # Per fill colour: the paints so far that could make text of that colour blend in, by
-        # band, and how many of the page's paints have been looked at for it.
-        self._blending: dict[Rgba, tuple[list[list[_Paint]], list[int]]] = {}
-        height = self.visible_box.top - self.visible_box.bottom
-        self._band_scale = BANDS / height if 0 < height < math.inf else 0.0
-        self._pixels: dict[int, Pixels] = {}  # by paint order: each image decoded once per page
-        self._undecided: list[tuple[int, Any, Matrix | None]] = []
-        try:
-            self._walk(page.raw, call.count_objects(page.raw), None, None, 0)
-            for order, handle, form in self._undecided:
-                self._judge(order, handle, form)
-        finally:
-            self.close()
 
     def close(self) -> None:
         """Free the images decoded for the page: every question about them has been answered."""
@@ -117,6 +131,20 @@ class PageScan:
         self._pixels.clear()
 
     # The walk ---------------------------------------------------------------------------------
+
+    def _walk_natively(self, page: pdfium.PdfPage) -> None:
+        """``_walk`` in C: the same text left undecided and, when there is any, the same paints."""
+        images, undecided, paints = native_walk(
+            call.address(page.raw), self.visible_box, MAX_OBJECTS_PER_PAGE, MAX_FORM_DEPTH
+        )
+        self.images = images
+        self._undecided = [(order, call.Handle(address), to_page) for order, address, to_page in undecided]
+        for order, box, image, color, address, to_page in paints:
+            paint = _Paint(order, Box(*box), image, color, call.Handle(address) if address else None, to_page)
+            self._paints.append(paint)
+            self._paint_orders.append(order)
+            if image:
+                self._pictures.append(paint)
 
     def _walk(self, parent: Any, count: int, form: Any, to_page: Matrix | None, depth: int) -> None:
         """The objects of the page (``form`` None) or of a form, in painting order.
