@@ -122,7 +122,6 @@ def test_a_rule_in_every_band_of_the_page_hides_the_text_on_each_one() -> None:
         ("font_size", raw.FPDFTextObj_GetFontSize),
         ("matrix", raw.FPDFPageObj_GetMatrix),
         ("char_object", raw.FPDFText_GetTextObject),
-        ("uri_path", raw.FPDFAction_GetURIPath),
     ],
 )
 def test_the_unchecked_bindings_are_pdfiums_own_functions(bound: str, function: object) -> None:

@@ -5,7 +5,9 @@
  * each call costs more than PDFium's own work, and that alone put the reader past 1.5x pypdfium2's
  * plain extraction (bench/pdf.py's "floor"). Here the walk calls PDFium directly, through the
  * function addresses pypdfium2 already loaded (``bind``), so this module links nothing and needs
- * no PDFium headers: the handful of signatures it calls are declared below from fpdf_edit.h.
+ * no PDFium headers: the handful of signatures it calls are declared below from fpdf_edit.h and
+ * fpdf_doc.h. The page's links are read here too (``links``): PDFium's parse of each annotation is
+ * most of their cost, and three foreign calls per link from Python were the rest.
  *
  * It settles every text object that visibility.judge would find seen without reading an image's
  * pixels (judge's own steps, in its order, with scan.PageScan._beneath's look at what lies beneath)
@@ -62,7 +64,12 @@ static struct {
     int (*font_size)(handle_t text, float *size);
     int (*matrix)(handle_t object, fs_matrix *matrix);
     int (*draw_mode)(handle_t path, int *fill_mode, int *stroke);
+    int (*enumerate_links)(handle_t page, int *start_pos, handle_t *link);
+    handle_t (*link_action)(handle_t link);
+    unsigned long (*uri_path)(handle_t document, handle_t action, void *buffer, unsigned long length);
 } pdfium;
+#define FUNCTIONS 14
+_Static_assert(sizeof(pdfium) == FUNCTIONS * sizeof(void *), "one pointer per function, no padding");
 static int bound = 0;
 
 typedef struct {
@@ -464,38 +471,82 @@ PyDoc_STRVAR(bind_doc, "bind(addresses)\n\nThe addresses of PDFium's functions, 
 
 static PyObject *bind(PyObject *self, PyObject *args) {
     (void)self;
-    void *slots[11];
-    Py_ssize_t addresses[11];
-    if (!PyArg_ParseTuple(args, "(nnnnnnnnnnn):bind", &addresses[0], &addresses[1], &addresses[2], &addresses[3],
-                          &addresses[4], &addresses[5], &addresses[6], &addresses[7], &addresses[8], &addresses[9],
-                          &addresses[10]))
+    PyObject *addresses;
+    if (!PyArg_ParseTuple(args, "O!:bind", &PyTuple_Type, &addresses))
         return NULL;
-    for (int i = 0; i < 11; i++) {
-        if (addresses[i] == 0) {
-            PyErr_SetString(PyExc_ValueError, "a PDFium function's address is missing");
+    if (PyTuple_GET_SIZE(addresses) != FUNCTIONS) {
+        PyErr_Format(PyExc_ValueError, "bind() takes %d addresses", FUNCTIONS);
+        return NULL;
+    }
+    void *slots[FUNCTIONS];
+    for (Py_ssize_t i = 0; i < FUNCTIONS; i++) {
+        slots[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(addresses, i));
+        if (slots[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a PDFium function's address is missing");
             return NULL;
         }
-        slots[i] = (void *)(uintptr_t)addresses[i];
     }
-    /* Function pointers from object pointers: POSIX guarantees they convert (dlsym relies on it). */
-    memcpy(&pdfium.count_objects, &slots[0], sizeof(void *));
-    memcpy(&pdfium.get_object, &slots[1], sizeof(void *));
-    memcpy(&pdfium.count_form_objects, &slots[2], sizeof(void *));
-    memcpy(&pdfium.get_form_object, &slots[3], sizeof(void *));
-    memcpy(&pdfium.object_type, &slots[4], sizeof(void *));
-    memcpy(&pdfium.render_mode, &slots[5], sizeof(void *));
-    memcpy(&pdfium.fill_color, &slots[6], sizeof(void *));
-    memcpy(&pdfium.bounds, &slots[7], sizeof(void *));
-    memcpy(&pdfium.font_size, &slots[8], sizeof(void *));
-    memcpy(&pdfium.matrix, &slots[9], sizeof(void *));
-    memcpy(&pdfium.draw_mode, &slots[10], sizeof(void *));
+    /* Function pointers from object pointers: POSIX guarantees they convert (dlsym relies on it).
+     * The struct holds FUNCTIONS pointers in the order of native.FUNCTIONS. */
+    memcpy(&pdfium, slots, sizeof(pdfium));
     bound = 1;
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(links_doc, "links(page, document, max_count, max_bytes) -> list[str]\n\n"
+                        "The URIs of the page's link annotations, in annotation order: other actions, and\n"
+                        "URIs longer than max_bytes, are skipped; each is read byte for byte (Latin-1).");
+
+/* text._uris: PDFium parses each annotation on the first call that reaches it, and writes a URI
+ * into the buffer only when it fits, saying its size either way. */
+static PyObject *links(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t page_address, document_address, max_count, max_bytes;
+    if (!PyArg_ParseTuple(args, "nnnn:links", &page_address, &document_address, &max_count, &max_bytes))
+        return NULL;
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() PDFium's functions before reading links");
+        return NULL;
+    }
+    if (page_address == 0 || document_address == 0 || max_bytes < 2) {
+        PyErr_SetString(PyExc_ValueError, "no page, no document, or no room for a URI");
+        return NULL;
+    }
+    char *buffer = PyMem_Malloc((size_t)max_bytes);
+    PyObject *found = PyList_New(0);
+    if (buffer == NULL || found == NULL) {
+        PyMem_Free(buffer);
+        Py_XDECREF(found);
+        return PyErr_NoMemory();
+    }
+    handle_t page = (handle_t)(uintptr_t)page_address, document = (handle_t)(uintptr_t)document_address;
+    int position = 0;
+    handle_t link = NULL;
+    while (PyList_GET_SIZE(found) < max_count && pdfium.enumerate_links(page, &position, &link)) {
+        handle_t action = pdfium.link_action(link);
+        if (action == NULL)
+            continue;
+        unsigned long size = pdfium.uri_path(document, action, buffer, (unsigned long)max_bytes);
+        if (!(1 < size && size <= (unsigned long)max_bytes)) /* 0: not a URI; or too long */
+            continue;
+        PyObject *uri = PyUnicode_DecodeLatin1(buffer, (Py_ssize_t)size - 1, NULL);
+        if (uri == NULL || PyList_Append(found, uri) < 0) {
+            Py_XDECREF(uri);
+            Py_DECREF(found);
+            PyMem_Free(buffer);
+            return NULL;
+        }
+        Py_DECREF(uri);
+    }
+    PyMem_Free(buffer);
+    return found;
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"bind", bind, METH_VARARGS, bind_doc},
+    {"links", links, METH_VARARGS, links_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import re
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
@@ -22,6 +22,7 @@ import pypdfium2.raw as raw
 from jobs.reader.hidden import strip_invisible
 from jobs.reader.metadata.xmp import declared
 from jobs.reader.pdf import bindings as call
+from jobs.reader.pdf.native import links as native_links
 from jobs.reader.pdf.scan import PageScan
 from jobs.reader.pdf.wire import PdfRefused, Reading, Refusal
 
@@ -197,31 +198,10 @@ def _on_page(page: object, index: int, scan: PageScan) -> bool:
 
 
 def _uris(document: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
-    """The URIs of the page's link annotations, in annotation order (other actions are skipped)."""
-    found: list[str] = []
-    # PDFium loads the page's annotations at the first call; a page with none answers at once.
-    position, link_ref, position_ref = _LINK_POSITION, _LINK_REF, _LINK_POSITION_REF
-    position.value = 0
-    # One buffer for every URI of the page: PDFium writes a URI into it only when it fits, and
-    # says its size either way, so one call reads a URI that fits and skips one that does not.
-    buffer, capacity = _URI_BUFFER, _URI_CAPACITY
-    while len(found) < MAX_URIS_PER_PAGE and call.enumerate_links(page.raw, position_ref, link_ref):
-        action = call.link_action(_LINK)
-        if not action:
-            continue
-        size = call.uri_path(document.raw, action, buffer, capacity)  # 0 for an action not a URI
-        if not 1 < size <= MAX_URI_BYTES:
-            continue
-        # The URI is 7-bit ASCII by the standard; anything else is read byte for byte.
-        found.append(cast(bytes, buffer[: size - 1]).decode("latin-1"))  # a slice of it is bytes
-    return found
+    """The URIs of the page's link annotations, in annotation order (other actions are skipped).
+    The URI is 7-bit ASCII by the standard; anything else is read byte for byte (Latin-1)."""
+    return native_links(call.address(page.raw), call.address(document.raw), MAX_URIS_PER_PAGE, MAX_URI_BYTES)
 
 
-_URI_CAPACITY = ctypes.c_ulong(MAX_URI_BYTES)
-# The link walk's out-values, one set for the process (a child reads one page at a time).
-_LINK_POSITION = ctypes.c_int(0)
-_LINK = raw.FPDF_LINK()
-_LINK_POSITION_REF, _LINK_REF = ctypes.byref(_LINK_POSITION), ctypes.byref(_LINK)
 _CHAR_BOX = (ctypes.c_double * 4)()
 _CHAR_BOX_REFS = tuple(ctypes.byref(_CHAR_BOX, 8 * i) for i in range(4))
-_URI_BUFFER = ctypes.create_string_buffer(MAX_URI_BYTES)
