@@ -423,6 +423,19 @@ def test_the_dockerfile_reads_the_dependency_list_from_pyproject(tmp_path: Path)
     ]
 
 
+def test_the_dockerfiles_import_check_passes_on_the_installed_package(tmp_path: Path) -> None:
+    # The build imports every module (from /, not the source tree) to catch one left out of the
+    # wheel. Run its own command here, against this install, from a directory with no sources: a
+    # module that runs something at import (a __main__ without its guard) would fail the build.
+    (run,) = [args for op, args in dockerfile_instructions() if op == "RUN" and "walk_packages" in args]
+    snippet = re.search(r'python -c "(.*?)"\s*$', run)
+    assert snippet is not None
+    checked = subprocess.run(
+        [sys.executable, "-c", snippet.group(1)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_the_shell_scripts_in_deploy_pass_shellcheck() -> None:
     shellcheck = tool("shellcheck")
     if shellcheck is None:

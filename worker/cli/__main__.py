@@ -2,4 +2,7 @@
 
 from worker.cli import main
 
-raise SystemExit(main())
+# Guarded, so that importing every module (the image's build does, to find one left out of the
+# wheel) does not run the command line.
+if __name__ == "__main__":
+    raise SystemExit(main())
