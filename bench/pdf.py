@@ -18,9 +18,10 @@ through the worker's child pool with the 40,000-character cap, as fetch_page run
 
 "pypdfium2 plain" is pypdfium2's own text extraction with no checks: the anchor issue 39 measures
 the reader's CPU per page against (within 1.5x). "floor" is that extraction plus only the PDFium
-calls the hidden-text checks make and the link walk, with no judgement: what a walk written in
-Python cannot go below. ``--before REV`` also runs "ours" as git revision REV has it, in the same
-run, for a before and after.
+calls the hidden-text checks make (through ctypes, as the Python walk made them) and the link walk,
+with no judgement: what a walk written in Python could not go below, and the reason the reader now
+walks in C (jobs/reader/pdf/_walk.c), which goes below it. ``--before REV`` also runs "ours" as
+git revision REV has it, in the same run, for a before and after.
 
 Usage: ``python bench/pdf.py [--limit N] [--corpus NAME] [--before REV] [--cpu-only]`` (``pip install -e
 '.[bench]'`` for pypdf and pdfminer.six; ``--cpu-only`` runs only ours, as REV had it, pypdfium2
@@ -180,8 +181,9 @@ def plain_pdfium(body: bytes, also: Callable[[Any, Any], None] | None = None) ->
 
 def checks_floor(body: bytes) -> str:
     """pypdfium2's plain extraction plus only the PDFium calls the hidden-text checks make for each
-    object (as the reader's fast path makes them: its own unchecked bindings, out-values made once)
-    and the link walk, with no judgement at all: the least any walk written in Python can cost.
+    object (as the Python walk made them: its own unchecked bindings, out-values made once) and the
+    link walk (the reader's own, in C), with no judgement at all: the least any walk written in
+    Python can cost.
     Forms are not opened, and the text is not cleaned: a floor, never above the true one."""
     import ctypes
 
