@@ -51,7 +51,7 @@ typedef struct {
     float a, b, c, d, e, f;
 } fs_matrix;
 
-/* The PDFium functions the walk calls, in the order ``bind`` takes their addresses. */
+/* The PDFium functions the walks call, in the order ``bind`` takes their addresses. */
 static struct {
     int (*count_objects)(handle_t page);
     handle_t (*get_object)(handle_t page, int index);

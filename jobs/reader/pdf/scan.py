@@ -133,7 +133,8 @@ class PageScan:
     # The walk ---------------------------------------------------------------------------------
 
     def _walk_natively(self, page: pdfium.PdfPage) -> None:
-        """``_walk`` in C: the same text left undecided and, when there is any, the same paints."""
+        """The walk in C: the text it leaves for the judgement (a part of what ``_walk`` leaves)
+        and, when there is any, every paint of the page as ``_walk`` files them."""
         images, undecided, paints = native_walk(
             call.address(page.raw), self.visible_box, MAX_OBJECTS_PER_PAGE, MAX_FORM_DEPTH
         )
