@@ -17,7 +17,7 @@
  * would hide; tests/test_pdf_native_walk.py holds both walks to the same verdicts on generated
  * hostile pages, and bench/pdf_walk_check.py on the printed corpora. The arithmetic mirrors
  * Python's step by step (doubles from PDFium's floats, Python's min and max, round half to even,
- * the same order of operations, no fused multiply-add: pyproject.toml builds it with
+ * the same order of operations, no fused multiply-add: setup.py builds it with
  * -ffp-contract=off), so a page with NaN or infinite coordinates gets the same answer from both.
  *
  * Nothing here parses the document: every byte of it is PDFium's to read. Memory grows with the
