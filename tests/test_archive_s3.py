@@ -62,15 +62,8 @@ def test_the_verifier_accepts_aws_s_worked_example_and_nothing_altered() -> None
 
 
 def credentials(monkeypatch: pytest.MonkeyPatch, region: str, token: str | None = None) -> None:
-    """Throwaway credentials where botocore's standard chain reads them."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_DEFAULT_REGION": region,
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
+    """Throwaway credentials where botocore's standard chain reads them, with a session token."""
+    aws_environment(monkeypatch, key=ACCESS_KEY, secret=SECRET_KEY, region=region)
     if token is not None:
         monkeypatch.setenv("AWS_SESSION_TOKEN", token)
 
